@@ -1,0 +1,573 @@
+//! A JSON parser for the dialect msprobe writes: RFC 8259 plus the bare `NaN`, `Infinity` and
+//! `-Infinity` tokens of CPython's `allow_nan=True`.
+//!
+//! It keeps what a byte-exact re-export needs and serde_json drops: object members in file order
+//! (duplicates too), number tokens as written (`5` is not `5.0`), and the byte offset of every
+//! value, so later checks can name the place that failed.
+
+use std::borrow::Cow;
+
+/// Objects nested deeper than this are refused (msprobe itself stops at 400).
+pub const MAX_DEPTH: usize = 512;
+
+/// A parsed JSON value with the byte offset where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node<'a> {
+    /// Byte offset of the value's first character in the input.
+    pub pos: usize,
+    /// The value.
+    pub value: Value<'a>,
+}
+
+/// A JSON value; strings and number tokens borrow from the input where they can.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value<'a> {
+    /// `null`
+    Null,
+    /// `true` / `false`
+    Bool(bool),
+    /// A number token exactly as written, including `NaN`, `Infinity`, `-Infinity`.
+    Number(&'a str),
+    /// A string, unescaped.
+    Str(Cow<'a, str>),
+    /// An array.
+    Array(Vec<Node<'a>>),
+    /// An object, members in file order (duplicate keys kept).
+    Object(Vec<(Cow<'a, str>, Node<'a>)>),
+    /// `$`: the place of a leaf in a probelake skeleton. Only [`parse_skeleton`] produces it.
+    Hole,
+}
+
+impl<'a> Value<'a> {
+    /// The member `key` of an object (the first one, if repeated).
+    pub fn get(&self, key: &str) -> Option<&Node<'a>> {
+        match self {
+            Value::Object(members) => members.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The string, if this is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A short name of the value's JSON type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::Str(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+            Value::Hole => "a leaf placeholder",
+        }
+    }
+}
+
+/// One step of a path into a JSON document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathSegment {
+    /// An object member.
+    Key(String),
+    /// An array element.
+    Index(usize),
+}
+
+/// Renders a path as `$.data["Functional.linear.0.forward"].input_args[0]`.
+pub fn format_path(path: &[PathSegment]) -> String {
+    let mut out = String::from("$");
+    for seg in path {
+        match seg {
+            PathSegment::Key(k) if is_plain_key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            PathSegment::Key(k) => {
+                out.push_str("[\"");
+                out.push_str(&k.replace('\\', "\\\\").replace('"', "\\\""));
+                out.push_str("\"]");
+            }
+            PathSegment::Index(i) => {
+                out.push('[');
+                out.push_str(&i.to_string());
+                out.push(']');
+            }
+        }
+    }
+    out
+}
+
+fn is_plain_key(k: &str) -> bool {
+    !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Why a document could not be parsed, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// Byte offset of the problem.
+    pub offset: usize,
+    /// 1-based line of `offset`.
+    pub line: usize,
+    /// 1-based column (in bytes) of `offset`.
+    pub column: usize,
+    /// Where in the document the parser was.
+    pub path: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at byte {} (line {}, column {}), inside {}",
+            self.message, self.offset, self.line, self.column, self.path
+        )
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
+struct RawError {
+    offset: usize,
+    message: String,
+    /// Collected innermost first while the error travels up the recursion.
+    path: Vec<PathSegment>,
+}
+
+type Parsed<T> = std::result::Result<T, RawError>;
+
+/// Parses one JSON document (any whitespace around it allowed).
+///
+/// ```
+/// use probelake_format::json::{parse, Value};
+/// let doc = parse(br#"{"Max": NaN, "shape": [2, 3]}"#).unwrap();
+/// assert_eq!(doc.value.get("Max").unwrap().value, Value::Number("NaN"));
+/// ```
+pub fn parse(input: &[u8]) -> Result<Node<'_>, SyntaxError> {
+    parse_with(input, false)
+}
+
+/// Parses a probelake skeleton: JSON in which `$` stands for a leaf stored elsewhere.
+pub fn parse_skeleton(input: &[u8]) -> Result<Node<'_>, SyntaxError> {
+    parse_with(input, true)
+}
+
+fn parse_with(input: &[u8], holes: bool) -> Result<Node<'_>, SyntaxError> {
+    let text = match std::str::from_utf8(input) {
+        Ok(t) => t,
+        Err(e) => {
+            return Err(locate(
+                input,
+                RawError { offset: e.valid_up_to(), message: "invalid UTF-8".into(), path: Vec::new() },
+            ))
+        }
+    };
+    let mut parser = Parser { text, bytes: input, pos: 0, holes };
+    let result = parser.skip_ws().and_then(|()| parser.value()).and_then(|node| {
+        parser.skip_ws()?;
+        if parser.pos < parser.bytes.len() {
+            return Err(parser.error("unexpected data after the end of the document"));
+        }
+        Ok(node)
+    });
+    result.map_err(|e| locate(input, e))
+}
+
+fn locate(input: &[u8], raw: RawError) -> SyntaxError {
+    let offset = raw.offset.min(input.len());
+    let before = &input[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let mut path = raw.path;
+    path.reverse();
+    SyntaxError { offset, line, column: offset - line_start + 1, path: format_path(&path), message: raw.message }
+}
+
+/// A container being parsed.
+enum Frame<'a> {
+    Array { pos: usize, items: Vec<Node<'a>> },
+    Object { pos: usize, members: Vec<(Cow<'a, str>, Node<'a>)>, key: Cow<'a, str> },
+}
+
+impl Frame<'_> {
+    fn segment(&self) -> PathSegment {
+        match self {
+            Frame::Array { items, .. } => PathSegment::Index(items.len()),
+            Frame::Object { key, .. } => PathSegment::Key(key.to_string()),
+        }
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    holes: bool,
+}
+
+impl<'a> Parser<'a> {
+    fn error(&self, message: impl Into<String>) -> RawError {
+        RawError { offset: self.pos, message: message.into(), path: Vec::new() }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) -> Parsed<()> {
+        while let Some(b) = self.peek() {
+            match b {
+                b' ' | b'\n' | b'\r' | b'\t' => self.pos += 1,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn expect_byte(&mut self, want: u8, what: &str) -> Parsed<()> {
+        match self.peek() {
+            Some(b) if b == want => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(b) => Err(self.error(format!("expected {what}, found {}", describe(b)))),
+            None => Err(self.error(format!("expected {what}, found the end of the file"))),
+        }
+    }
+
+    /// Parses one value. Iterative, with an explicit stack, so a deeply nested document
+    /// costs heap, not the caller's thread stack.
+    fn value(&mut self) -> Parsed<Node<'a>> {
+        let mut stack: Vec<Frame<'a>> = Vec::new();
+        let result = self.value_iter(&mut stack);
+        result.map_err(|mut e| {
+            // Innermost first, as the error travels outwards.
+            for frame in stack.iter().rev() {
+                e.path.push(frame.segment());
+            }
+            e
+        })
+    }
+
+    fn value_iter(&mut self, stack: &mut Vec<Frame<'a>>) -> Parsed<Node<'a>> {
+        'value: loop {
+            let pos = self.pos;
+            let mut done = match self.peek() {
+                Some(b'{') | Some(b'[') => {
+                    if stack.len() >= MAX_DEPTH {
+                        return Err(self.error(format!("nesting deeper than {MAX_DEPTH} levels")));
+                    }
+                    let is_object = self.peek() == Some(b'{');
+                    self.pos += 1;
+                    self.skip_ws()?;
+                    if is_object {
+                        if self.peek() == Some(b'}') {
+                            self.pos += 1;
+                            Node { pos, value: Value::Object(Vec::new()) }
+                        } else {
+                            let key = self.member_name()?;
+                            stack.push(Frame::Object { pos, members: Vec::new(), key });
+                            self.skip_ws()?;
+                            continue 'value;
+                        }
+                    } else if self.peek() == Some(b']') {
+                        self.pos += 1;
+                        Node { pos, value: Value::Array(Vec::new()) }
+                    } else {
+                        stack.push(Frame::Array { pos, items: Vec::new() });
+                        continue 'value;
+                    }
+                }
+                Some(b'"') => Node { pos, value: Value::Str(self.string()?) },
+                Some(b't') => Node { pos, value: self.literal("true", Value::Bool(true))? },
+                Some(b'f') => Node { pos, value: self.literal("false", Value::Bool(false))? },
+                Some(b'n') => Node { pos, value: self.literal("null", Value::Null)? },
+                Some(b'N') => Node { pos, value: self.literal("NaN", Value::Number("NaN"))? },
+                Some(b'I') => Node { pos, value: self.literal("Infinity", Value::Number("Infinity"))? },
+                Some(b'-') if self.bytes.get(pos + 1) == Some(&b'I') => {
+                    Node { pos, value: self.literal("-Infinity", Value::Number("-Infinity"))? }
+                }
+                Some(b'-' | b'0'..=b'9') => Node { pos, value: Value::Number(self.number()?) },
+                Some(b'$') if self.holes => {
+                    self.pos += 1;
+                    Node { pos, value: Value::Hole }
+                }
+                Some(b) => return Err(self.error(format!("expected a value, found {}", describe(b)))),
+                None => return Err(self.error("expected a value, found the end of the file")),
+            };
+            // Attach the finished value to its container; close containers that end here.
+            loop {
+                let Some(frame) = stack.last_mut() else {
+                    return Ok(done);
+                };
+                self.skip_ws()?;
+                match frame {
+                    Frame::Array { items, .. } => {
+                        items.push(done);
+                        match self.peek() {
+                            Some(b',') => {
+                                self.pos += 1;
+                                self.skip_ws()?;
+                                continue 'value;
+                            }
+                            Some(b']') => self.pos += 1,
+                            Some(b) => {
+                                return Err(
+                                    self.error(format!("expected ',' or ']' in an array, found {}", describe(b)))
+                                )
+                            }
+                            None => return Err(self.error("unterminated array: the file ends inside it")),
+                        }
+                    }
+                    Frame::Object { members, key, .. } => {
+                        members.push((std::mem::take(key), done));
+                        match self.peek() {
+                            Some(b',') => {
+                                self.pos += 1;
+                                self.skip_ws()?;
+                                *key = self.member_name()?;
+                                self.skip_ws()?;
+                                continue 'value;
+                            }
+                            Some(b'}') => self.pos += 1,
+                            Some(b) => {
+                                return Err(
+                                    self.error(format!("expected ',' or '}}' in an object, found {}", describe(b)))
+                                )
+                            }
+                            None => return Err(self.error("unterminated object: the file ends inside it")),
+                        }
+                    }
+                }
+                done = match stack.pop() {
+                    Some(Frame::Array { pos, items }) => Node { pos, value: Value::Array(items) },
+                    Some(Frame::Object { pos, members, .. }) => Node { pos, value: Value::Object(members) },
+                    None => return Err(self.error("internal parser error")),
+                };
+            }
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: Value<'a>) -> Parsed<Value<'a>> {
+        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self.error("expected a value (invalid literal)"))
+        }
+    }
+
+    /// Reads `"name"` and the `:` after it.
+    fn member_name(&mut self) -> Parsed<Cow<'a, str>> {
+        if self.peek() != Some(b'"') {
+            let found = self.peek().map_or("the end of the file".to_string(), describe);
+            return Err(self.error(format!("expected a member name in quotes, found {found}")));
+        }
+        let key = self.string()?;
+        self.skip_ws()?;
+        self.expect_byte(b':', "':' after a member name")?;
+        Ok(key)
+    }
+
+    fn number(&mut self) -> Parsed<&'a str> {
+        let start = self.pos;
+        let b = self.bytes;
+        let mut i = start;
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                while matches!(b.get(i), Some(b'0'..=b'9')) {
+                    i += 1;
+                }
+            }
+            _ => {
+                self.pos = i;
+                return Err(self.error("invalid number: expected a digit"));
+            }
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if !matches!(b.get(i), Some(b'0'..=b'9')) {
+                self.pos = i;
+                return Err(self.error("invalid number: expected a digit after '.'"));
+            }
+            while matches!(b.get(i), Some(b'0'..=b'9')) {
+                i += 1;
+            }
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(b.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            if !matches!(b.get(i), Some(b'0'..=b'9')) {
+                self.pos = i;
+                return Err(self.error("invalid number: expected a digit in the exponent"));
+            }
+            while matches!(b.get(i), Some(b'0'..=b'9')) {
+                i += 1;
+            }
+        }
+        self.pos = i;
+        Ok(&self.text[start..i])
+    }
+
+    fn string(&mut self) -> Parsed<Cow<'a, str>> {
+        let start = self.pos + 1;
+        let mut i = start;
+        // Fast path: no escapes, borrow the slice.
+        while let Some(&b) = self.bytes.get(i) {
+            match b {
+                b'"' => {
+                    self.pos = i + 1;
+                    return Ok(Cow::Borrowed(&self.text[start..i]));
+                }
+                b'\\' => break,
+                0..=0x1f => {
+                    self.pos = i;
+                    return Err(self.error("control character inside a string"));
+                }
+                _ => i += 1,
+            }
+        }
+        let mut out = String::from(&self.text[start..i]);
+        loop {
+            let Some(&b) = self.bytes.get(i) else {
+                self.pos = i;
+                return Err(self.error("unterminated string: the file ends inside it"));
+            };
+            match b {
+                b'"' => {
+                    self.pos = i + 1;
+                    return Ok(Cow::Owned(out));
+                }
+                b'\\' => {
+                    self.pos = i;
+                    let esc = self.bytes.get(i + 1).copied();
+                    i += 2;
+                    match esc {
+                        Some(b'"') => out.push('"'),
+                        Some(b'\\') => out.push('\\'),
+                        Some(b'/') => out.push('/'),
+                        Some(b'b') => out.push('\u{8}'),
+                        Some(b'f') => out.push('\u{c}'),
+                        Some(b'n') => out.push('\n'),
+                        Some(b'r') => out.push('\r'),
+                        Some(b't') => out.push('\t'),
+                        Some(b'u') => {
+                            let hi = self.hex4(i)?;
+                            i += 4;
+                            let code = if (0xd800..0xdc00).contains(&hi) {
+                                if self.bytes.get(i..i + 2) != Some(b"\\u") {
+                                    return Err(self.error("unpaired surrogate in a \\u escape"));
+                                }
+                                let lo = self.hex4(i + 2)?;
+                                if !(0xdc00..0xe000).contains(&lo) {
+                                    return Err(self.error("unpaired surrogate in a \\u escape"));
+                                }
+                                i += 6;
+                                0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00)
+                            } else {
+                                hi
+                            };
+                            match char::from_u32(code) {
+                                Some(c) => out.push(c),
+                                None => return Err(self.error("unpaired surrogate in a \\u escape")),
+                            }
+                        }
+                        _ => return Err(self.error("invalid escape in a string")),
+                    }
+                }
+                0..=0x1f => {
+                    self.pos = i;
+                    return Err(self.error("control character inside a string"));
+                }
+                _ => {
+                    // Copy a run of plain bytes (UTF-8 already validated).
+                    let run_start = i;
+                    while let Some(&c) = self.bytes.get(i) {
+                        if c == b'"' || c == b'\\' || c < 0x20 {
+                            break;
+                        }
+                        i += 1;
+                    }
+                    out.push_str(&self.text[run_start..i]);
+                }
+            }
+        }
+    }
+
+    fn hex4(&self, at: usize) -> Parsed<u32> {
+        let digits = self.bytes.get(at..at + 4).ok_or_else(|| self.error("truncated \\u escape"))?;
+        let mut v = 0u32;
+        for &d in digits {
+            let n = match d {
+                b'0'..=b'9' => d - b'0',
+                b'a'..=b'f' => d - b'a' + 10,
+                b'A'..=b'F' => d - b'A' + 10,
+                _ => return Err(self.error("invalid \\u escape")),
+            };
+            v = v * 16 + u32::from(n);
+        }
+        Ok(v)
+    }
+}
+
+fn describe(b: u8) -> String {
+    if b.is_ascii_graphic() {
+        format!("'{}'", b as char)
+    } else {
+        format!("byte 0x{b:02x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_tokens_order_and_duplicates() {
+        let doc = parse(br#"{"b": 5, "a": 5.0, "b": -Infinity, "s": "\u00e9\ud83d\ude00"}"#).unwrap();
+        let Value::Object(m) = &doc.value else { panic!() };
+        let keys: Vec<&str> = m.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["b", "a", "b", "s"]);
+        assert_eq!(m[0].1.value, Value::Number("5"));
+        assert_eq!(m[1].1.value, Value::Number("5.0"));
+        assert_eq!(m[2].1.value, Value::Number("-Infinity"));
+        assert_eq!(m[3].1.value.as_str(), Some("é😀"));
+    }
+
+    #[test]
+    fn errors_name_offset_line_and_path() {
+        let e = parse(b"{\n \"data\": {\n  \"x\": [1, 2,]\n }\n}").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert_eq!(e.path, "$.data.x[2]");
+        assert!(e.message.contains("expected a value"), "{e}");
+        let e = parse(b"{\"a\": [1, 2").unwrap_err();
+        assert_eq!(e.offset, 11);
+        assert!(e.message.contains("unterminated"), "{e}");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let doc = "[".repeat(10_000) + &"]".repeat(10_000);
+        let e = parse(doc.as_bytes()).unwrap_err();
+        assert!(e.message.contains("nesting deeper"), "{e}");
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in [&b""[..], b"nul", b"{\"a\" 1}", b"[1 2]", b"\xff\xfe", b"01", b"1.", b"\"a\x01\"", b"{} x"] {
+            assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Scalars exactly as CPython's `json` module writes them with `ensure_ascii=True` and
+//! `allow_nan=True`: strings with `\uXXXX` escapes, floats as `float.__repr__`.
+
+/// Appends `s` as a JSON string literal, escaped the way CPython's `json.dumps` does by default
+/// (`ensure_ascii=True`): `\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, other control characters and
+/// everything from DEL (0x7F) up as lowercase `\u00xx`, astral characters as surrogate pairs.
+///
+/// ```
+/// let mut out = Vec::new();
+/// probelake_format::json::write_str(&mut out, "é\n\"x\"");
+/// assert_eq!(out, br#""\u00e9\n\"x\"""#);
+/// ```
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    // Fast path: copy runs of plain printable ASCII in one go.
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&bytes[start..i]);
+        start = i + 1;
+        if b < 0x80 {
+            escape_ascii(out, b);
+        } else {
+            // Non-ASCII: handled character-wise below; mark that we must switch modes.
+            start = i;
+            return write_str_slow(out, s, start);
+        }
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+fn write_str_slow(out: &mut Vec<u8>, s: &str, from: usize) {
+    for c in s[from..].chars() {
+        let code = c as u32;
+        if code < 0x80 {
+            let b = code as u8;
+            if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
+                out.push(b);
+            } else {
+                escape_ascii(out, b);
+            }
+        } else if code < 0x10000 {
+            push_u_escape(out, code);
+        } else {
+            let v = code - 0x10000;
+            push_u_escape(out, 0xd800 | (v >> 10));
+            push_u_escape(out, 0xdc00 | (v & 0x3ff));
+        }
+    }
+    out.push(b'"');
+}
+
+fn escape_ascii(out: &mut Vec<u8>, b: u8) {
+    match b {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        _ => push_u_escape(out, u32::from(b)),
+    }
+}
+
+fn push_u_escape(out: &mut Vec<u8>, unit: u32) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(HEX[((unit >> shift) & 0xf) as usize]);
+    }
+}
+
+/// Appends `v` as CPython's `repr(float)` (and so `json.dumps`) writes it: the shortest digit
+/// string that reads back to the same double, positional when the decimal exponent is in
+/// `-4..16` (`0.0001`, `2512.0`, `-0.0`), scientific otherwise (`1e-05`, `1e+16`,
+/// `3.3215508210560074e-06`), and the bare tokens `NaN`, `Infinity`, `-Infinity`.
+///
+/// ```
+/// let render = |v: f64| {
+///     let mut out = Vec::new();
+///     probelake_format::json::write_f64(&mut out, v);
+///     String::from_utf8(out).unwrap()
+/// };
+/// assert_eq!(render(1e-5), "1e-05");
+/// assert_eq!(render(2512.0), "2512.0");
+/// assert_eq!(render(1e16), "1e+16");
+/// assert_eq!(render(-0.0), "-0.0");
+/// assert_eq!(render(f64::NAN), "NaN");
+/// ```
+pub fn write_f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_nan() {
+        out.extend_from_slice(b"NaN");
+        return;
+    }
+    if v.is_infinite() {
+        out.extend_from_slice(if v > 0.0 { b"Infinity" } else { b"-Infinity" });
+        return;
+    }
+    // Rust's `{:e}` prints the shortest round-trip digits, like Python's repr; only the layout
+    // differs, so take digits and exponent from it and lay them out the Python way.
+    let mut buf = String::with_capacity(32);
+    use std::fmt::Write as _;
+    let _ = write!(buf, "{v:e}");
+    // Among equally short strings CPython picks the one nearest the exact value, halves to
+    // even; Rust's shortest form may take the other one of an exact tie (23.634353637695313
+    // for 23.6343536376953125, where CPython writes …312). Ties need ≥ 15 digits.
+    let digits = buf.bytes().take_while(|&b| b != b'e').filter(u8::is_ascii_digit).count();
+    if digits >= 15 {
+        let nearest = format!("{v:.*e}", digits - 1);
+        if nearest != buf && nearest.parse::<f64>().ok() == Some(v) {
+            buf = nearest;
+        }
+    }
+    let (mantissa, exp) = match buf.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (buf.as_str(), 0),
+    };
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let digits: Vec<u8> = mantissa.bytes().filter(|b| b.is_ascii_digit()).collect();
+    if negative {
+        out.push(b'-');
+    }
+    if (-4..16).contains(&exp) {
+        let n = digits.len() as i32;
+        if exp < 0 {
+            out.extend_from_slice(b"0.");
+            out.extend(std::iter::repeat_n(b'0', (-exp - 1) as usize));
+            out.extend_from_slice(&digits);
+        } else if exp + 1 >= n {
+            out.extend_from_slice(&digits);
+            out.extend(std::iter::repeat_n(b'0', (exp + 1 - n) as usize));
+            out.extend_from_slice(b".0");
+        } else {
+            let point = (exp + 1) as usize;
+            out.extend_from_slice(&digits[..point]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[point..]);
+        }
+    } else {
+        out.push(digits[0]);
+        if digits.len() > 1 {
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
+        }
+        out.push(b'e');
+        out.push(if exp < 0 { b'-' } else { b'+' });
+        let abs = exp.unsigned_abs();
+        if abs < 10 {
+            out.push(b'0');
+        }
+        out.extend_from_slice(abs.to_string().as_bytes());
+    }
+}
+
+/// Appends an integer in decimal.
+pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    let mut buf = itoa_buf(v);
+    out.append(&mut buf);
+}
+
+fn itoa_buf(v: i64) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(v: f64) -> String {
+        let mut out = Vec::new();
+        write_f64(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn floats_match_python_repr() {
+        let cases = [
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1e15, "1000000000000000.0"),
+            (1e16, "1e+16"),
+            (123456789012345680.0, "1.2345678901234568e+17"),
+            (3.3215508210560074e-06, "3.3215508210560074e-06"),
+            (1.0000000200408773e+20, "1.0000000200408773e+20"),
+            (2e300, "2e+300"),
+            (5e-324, "5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (0.4993983507156372, "0.4993983507156372"),
+            (-2.4096579551696777, "-2.4096579551696777"),
+            (1.1015625, "1.1015625"),
+            (1234.5, "1234.5"),
+            (f64::from(23.634_354_f32), "23.634353637695312"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(f(v), want, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn strings_match_python_ensure_ascii() {
+        let mut out = Vec::new();
+        write_str(&mut out, "a\u{7f}\u{1}/\t😀");
+        assert_eq!(out, br#""a\u007f\u0001/\t\ud83d\ude00""#);
+    }
+}
