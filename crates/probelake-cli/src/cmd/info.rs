@@ -1,0 +1,75 @@
+//! `probelake info SRC`
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use super::import::human_bytes;
+use super::Context;
+use crate::uri::open_lake;
+
+/// Show what a dataset holds.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+One line per unit (step, stage, rank): dump files, entries, leaves, tensors, JSON bytes
+imported, Parquet bytes stored, and task/level/framework; then the totals.
+
+Example:
+  probelake info ./lake/run-a")]
+pub struct Args {
+    /// The dataset: a folder or file:// URL.
+    pub src: String,
+}
+
+/// Prints the table.
+pub async fn run(_ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = crate::uri::local_dir(&args.src) {
+        if !dir.exists() {
+            anyhow::bail!("{}: no such dataset", args.src);
+        }
+    }
+    let lake = open_lake(&args.src)?;
+    let units = lake.units().await?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "dataset {}: {} unit(s)", args.src, units.len())?;
+    writeln!(
+        out,
+        "{:>5} {:<24} {:>5} {:>5} {:>8} {:>9} {:>7} {:>10} {:>10}  task/level/framework",
+        "step", "stage", "rank", "files", "entries", "leaves", "tensors", "json", "parquet"
+    )?;
+    let (mut entries, mut leaves, mut tensors, mut json, mut parquet) = (0, 0, 0, 0, 0);
+    for u in &units {
+        let c = &u.counts;
+        writeln!(
+            out,
+            "{:>5} {:<24} {:>5} {:>5} {:>8} {:>9} {:>7} {:>10} {:>10}  {}/{}/{}",
+            u.unit.step,
+            u.unit.stage,
+            u.unit.rank,
+            c.dump_files,
+            c.entries,
+            c.leaves,
+            c.tensors,
+            human_bytes(c.json_bytes),
+            human_bytes(u.bytes()),
+            c.task.as_deref().unwrap_or("-"),
+            c.level.as_deref().unwrap_or("-"),
+            c.framework.as_deref().unwrap_or("-"),
+        )?;
+        entries += c.entries;
+        leaves += c.leaves;
+        tensors += c.tensors;
+        json += c.json_bytes;
+        parquet += u.bytes();
+    }
+    writeln!(
+        out,
+        "total: {} entries, {} leaves, {} tensors, {} of JSON stored in {} ({:.1}%)",
+        entries,
+        leaves,
+        tensors,
+        human_bytes(json),
+        human_bytes(parquet),
+        if json > 0 { parquet as f64 * 100.0 / json as f64 } else { 0.0 }
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,21 @@
+//! One module per subcommand: its arguments and its `run`.
+
+pub mod demo;
+pub mod export;
+pub mod import;
+pub mod info;
+
+/// Settings every command shares.
+pub struct Context {
+    /// `--quiet`: no progress bars or notes.
+    pub quiet: bool,
+}
+
+impl Context {
+    /// Prints a note to stderr unless `--quiet`.
+    pub fn note(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("{text}");
+        }
+    }
+}

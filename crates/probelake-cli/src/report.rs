@@ -1,0 +1,37 @@
+//! Printing errors: `probelake: <the chain>`, then a `hint:` where we know what fixes it.
+
+use std::process::ExitCode;
+
+use probelake_format::FormatError;
+
+/// Prints `err` to stderr and returns exit code 2 (0 for a closed pipe).
+pub fn error(err: &anyhow::Error) -> ExitCode {
+    if let Some(io) = err.downcast_ref::<std::io::Error>() {
+        if io.kind() == std::io::ErrorKind::BrokenPipe {
+            return ExitCode::SUCCESS;
+        }
+    }
+    eprintln!("probelake: {err:#}");
+    if let Some(hint) = hint(err) {
+        eprintln!("hint: {hint}");
+    }
+    ExitCode::from(2)
+}
+
+fn hint(err: &anyhow::Error) -> Option<String> {
+    let format = err.chain().find_map(|e| e.downcast_ref::<FormatError>())?;
+    Some(match format {
+        FormatError::Syntax { .. } | FormatError::Schema { .. } => {
+            "the file is not what msprobe writes; nothing was imported, and the dataset is unchanged".into()
+        }
+        FormatError::NoDumps { .. } => {
+            "point import at an msprobe dump_path, a verl save_path, a folder below them, or one dump.json".into()
+        }
+        FormatError::Layout { .. } => {
+            "--layout msprobe|verl|single and --step/--stage/--rank set what the folder names do not say".into()
+        }
+        FormatError::Exists { .. } => "choose an empty folder, or add --force".into(),
+        FormatError::Corrupt { .. } => "re-import the run; `probelake info` shows which units are readable".into(),
+        _ => return None,
+    })
+}

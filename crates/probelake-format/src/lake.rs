@@ -1,0 +1,349 @@
+//! A dataset on an object store: writing data files, committing units, listing what is visible.
+//!
+//! # Commit protocol
+//!
+//! ```text
+//!  write_batch ──► DataFile (unique name, invisible) ──┐
+//!  write_batch ──► DataFile ───────────────────────────┼─► commit(StagedUnit) ──► CommitRecord
+//!                                                      │     1. manifest written if missing
+//!                                                      │     2. commit record put (atomic)  ◄── the unit is visible from here
+//!                                                      │     3. files of the replaced record deleted
+//!  discard(files) ◄── on any error before step 2 ──────┘
+//! ```
+//!
+//! It rests on two store guarantees: a `put` is atomic (readers see the old object or the new
+//! one, never a mix), and a `put` that returned is durable and listed. Local disks (write to a
+//! temporary file, then rename) and S3-compatible stores both give them. Readers list commit
+//! records and read only the files a record names, so files of an unfinished or crashed write are
+//! never seen by probelake (plain Parquet readers do see them until `vacuum` removes them).
+
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{FormatError, Result};
+use crate::layout::{child, parse_unit_path, Table, Unit, COMMITS_DIR, MANIFEST_FILE};
+use crate::properties::writer_properties;
+
+/// The version of the dataset format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `_probelake/manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always `probelake`.
+    pub format: String,
+    /// See [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The program that created the dataset.
+    pub created_by: String,
+    /// The tables, as folder names.
+    pub tables: Vec<Table>,
+}
+
+/// One data file of a unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataFile {
+    /// Its table.
+    pub table: Table,
+    /// The API family partition (`dump` and `tensor` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// Path relative to the dataset root.
+    pub path: String,
+    /// Rows in the file.
+    pub rows: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+/// What a unit holds, for `info` and for checks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnitCounts {
+    /// dump.json / debug.json files.
+    pub dump_files: u64,
+    /// Entries (keys of `data`).
+    pub entries: u64,
+    /// Rows of `dump`.
+    pub leaves: u64,
+    /// Rows of `tensor`.
+    pub tensors: u64,
+    /// Bytes of the imported dump files.
+    pub json_bytes: u64,
+    /// `task` of the dump files (the first one's).
+    pub task: Option<String>,
+    /// `level`.
+    pub level: Option<String>,
+    /// `framework`.
+    pub framework: Option<String>,
+}
+
+/// `_probelake/commits/step=…/stage=…/rank=….json`: the files that make up a visible unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    /// See [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The unit.
+    pub unit: Unit,
+    /// A fresh id per commit.
+    pub commit_id: String,
+    /// Seconds since the Unix epoch.
+    pub committed_at: u64,
+    /// The program that wrote it.
+    pub writer: String,
+    /// The unit's files.
+    pub files: Vec<DataFile>,
+    /// What the unit holds.
+    pub counts: UnitCounts,
+}
+
+impl CommitRecord {
+    /// The files of `table`.
+    pub fn files_of(&self, table: Table) -> impl Iterator<Item = &DataFile> {
+        self.files.iter().filter(move |f| f.table == table)
+    }
+
+    /// Bytes of all the unit's files.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.bytes).sum()
+    }
+}
+
+/// Data files written for a unit that is not committed yet.
+#[derive(Debug, Clone)]
+pub struct StagedUnit {
+    /// The unit.
+    pub unit: Unit,
+    /// Its files so far.
+    pub files: Vec<DataFile>,
+    /// Its counts.
+    pub counts: UnitCounts,
+}
+
+/// A dataset: an object store and the prefix of its root.
+#[derive(Debug, Clone)]
+pub struct Lake {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    display: String,
+}
+
+impl Lake {
+    /// A dataset at `root` inside `store`; `display` names it in messages (a URL without secrets).
+    pub fn new(store: Arc<dyn ObjectStore>, root: Path, display: impl Into<String>) -> Self {
+        Lake { store, root, display: display.into() }
+    }
+
+    /// A dataset in a local folder, created if missing.
+    pub fn local(dir: &std::path::Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
+        let abs = std::fs::canonicalize(dir).map_err(|e| FormatError::io(dir, e))?;
+        let store = LocalFileSystem::new_with_prefix(&abs)
+            .map_err(|e| FormatError::store(abs.display(), e))?
+            .with_automatic_cleanup(true);
+        Ok(Lake::new(Arc::new(store), Path::default(), dir.display().to_string()))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The root prefix inside the store.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// How the dataset is named in messages.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    fn location(&self, path: &Path) -> String {
+        let rel = path.as_ref().strip_prefix(self.root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/');
+        format!("{}/{}", self.display.trim_end_matches('/'), rel)
+    }
+
+    /// Writes `batch` as a new Parquet file of `unit`'s `table`. The file is invisible until the
+    /// unit is committed with it.
+    pub async fn write_batch(
+        &self,
+        unit: &Unit,
+        table: Table,
+        api: Option<&str>,
+        batch: &RecordBatch,
+    ) -> Result<DataFile> {
+        let path = unit.new_file_path(&self.root, table, api);
+        let location = self.location(&path);
+        let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 4096);
+        let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(writer_properties(table)))
+            .map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
+        writer.write(batch).map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
+        writer.close().map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
+        let bytes = buf.len() as u64;
+        self.store.put(&path, PutPayload::from(buf)).await.map_err(|e| FormatError::store(&location, e))?;
+        Ok(DataFile {
+            table,
+            api: api.map(str::to_string),
+            path: self.relative(&path),
+            rows: batch.num_rows() as u64,
+            bytes,
+        })
+    }
+
+    fn relative(&self, path: &Path) -> String {
+        path.as_ref().strip_prefix(self.root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/').to_string()
+    }
+
+    fn absolute(&self, rel: &str) -> Path {
+        child(&self.root, rel)
+    }
+
+    /// Makes a staged unit visible, replacing any earlier commit of the same unit.
+    #[tracing::instrument(skip(self, staged), fields(step = staged.unit.step, stage = %staged.unit.stage, rank = staged.unit.rank))]
+    pub async fn commit(&self, staged: StagedUnit) -> Result<CommitRecord> {
+        self.ensure_manifest().await?;
+        let path = staged.unit.commit_path(&self.root);
+        let previous = self.read_record(&path).await?;
+        let record = CommitRecord {
+            format_version: FORMAT_VERSION,
+            unit: staged.unit,
+            commit_id: uuid::Uuid::new_v4().simple().to_string(),
+            committed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            writer: format!("probelake {}", env!("CARGO_PKG_VERSION")),
+            files: staged.files,
+            counts: staged.counts,
+        };
+        let body = serde_json::to_vec_pretty(&record).map_err(|e| FormatError::Internal(e.to_string()))?;
+        self.store.put(&path, PutPayload::from(body)).await.map_err(|e| FormatError::store(self.location(&path), e))?;
+        if let Some(previous) = previous {
+            let keep: std::collections::HashSet<&str> = record.files.iter().map(|f| f.path.as_str()).collect();
+            for file in previous.files.iter().filter(|f| !keep.contains(f.path.as_str())) {
+                // Best effort: an old file left behind is invisible and `vacuum` removes it.
+                if let Err(e) = self.store.delete(&self.absolute(&file.path)).await {
+                    tracing::warn!(path = %file.path, error = %e, "could not delete a replaced file");
+                }
+            }
+        }
+        Ok(record)
+    }
+
+    /// Deletes data files of a unit that will not be committed.
+    pub async fn discard(&self, files: &[DataFile]) {
+        for file in files {
+            if let Err(e) = self.store.delete(&self.absolute(&file.path)).await {
+                tracing::warn!(path = %file.path, error = %e, "could not delete an uncommitted file");
+            }
+        }
+    }
+
+    async fn ensure_manifest(&self) -> Result<()> {
+        let path = child(&self.root, MANIFEST_FILE);
+        match self.store.head(&path).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => {
+                let manifest = Manifest {
+                    format: "probelake".into(),
+                    format_version: FORMAT_VERSION,
+                    created_by: format!("probelake {}", env!("CARGO_PKG_VERSION")),
+                    tables: Table::ALL.to_vec(),
+                };
+                let body = serde_json::to_vec_pretty(&manifest).map_err(|e| FormatError::Internal(e.to_string()))?;
+                self.store
+                    .put(&path, PutPayload::from(body))
+                    .await
+                    .map_err(|e| FormatError::store(self.location(&path), e))?;
+                Ok(())
+            }
+            Err(e) => Err(FormatError::store(self.location(&path), e)),
+        }
+    }
+
+    /// Reads the manifest; `None` when the root holds no dataset.
+    pub async fn manifest(&self) -> Result<Option<Manifest>> {
+        let path = child(&self.root, MANIFEST_FILE);
+        let Some(bytes) = self.get_optional(&path).await? else {
+            return Ok(None);
+        };
+        let manifest: Manifest = serde_json::from_slice(&bytes)
+            .map_err(|e| FormatError::Corrupt { location: self.location(&path), message: e.to_string() })?;
+        if manifest.format != "probelake" || manifest.format_version > FORMAT_VERSION {
+            return Err(FormatError::Corrupt {
+                location: self.location(&path),
+                message: format!(
+                    "format {} version {} is not readable by this probelake (reads version ≤ {FORMAT_VERSION}); upgrade probelake",
+                    manifest.format, manifest.format_version
+                ),
+            });
+        }
+        Ok(Some(manifest))
+    }
+
+    async fn get_optional(&self, path: &Path) -> Result<Option<Bytes>> {
+        match self.store.get(path).await {
+            Ok(r) => Ok(Some(r.bytes().await.map_err(|e| FormatError::store(self.location(path), e))?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(FormatError::store(self.location(path), e)),
+        }
+    }
+
+    async fn read_record(&self, path: &Path) -> Result<Option<CommitRecord>> {
+        let Some(bytes) = self.get_optional(path).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| FormatError::Corrupt { location: self.location(path), message: format!("commit record: {e}") })
+    }
+
+    /// The committed units, in (step, stage, rank) order. Errors if the root holds no dataset.
+    pub async fn units(&self) -> Result<Vec<CommitRecord>> {
+        if self.manifest().await?.is_none() {
+            return Err(FormatError::Corrupt {
+                location: self.display.clone(),
+                message: format!("no probelake dataset here (no {MANIFEST_FILE}); create one with `probelake import`"),
+            });
+        }
+        let prefix = child(&self.root, COMMITS_DIR);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| FormatError::store(self.location(&prefix), e))?;
+        let mut records = Vec::new();
+        for meta in metas {
+            let rel = meta.location.as_ref().strip_prefix(prefix.as_ref()).unwrap_or_default().trim_start_matches('/');
+            let Some(unit_part) = rel.strip_suffix(".json") else { continue };
+            if parse_unit_path(unit_part).is_none() {
+                continue;
+            }
+            if let Some(record) = self.read_record(&meta.location).await? {
+                records.push(record);
+            }
+        }
+        records.sort_by(|a, b| a.unit.cmp(&b.unit));
+        Ok(records)
+    }
+
+    /// Reads one data file.
+    pub async fn read_file(&self, file: &DataFile) -> Result<Vec<RecordBatch>> {
+        let path = self.absolute(&file.path);
+        let location = self.location(&path);
+        let bytes = self.store.get(&path).await.map_err(|e| FormatError::store(&location, e))?;
+        let bytes = bytes.bytes().await.map_err(|e| FormatError::store(&location, e))?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.with_batch_size(64 * 1024).build())
+            .map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
+        let batches: std::result::Result<Vec<_>, _> = reader.collect();
+        Ok(batches?)
+    }
+}

@@ -1,0 +1,31 @@
+//! # probelake-format
+//!
+//! The probelake dataset format: msprobe precision dumps as hive-partitioned Parquet.
+//!
+//! A dataset is one training run. Its tables (`dump`, `stack`, `construct`, `tensor`,
+//! `source`) are partitioned by `step`, `stage`, `rank` (and `api` family for `dump` and
+//! `tensor`), and a (step, stage, rank) *unit* becomes visible all at once when its commit
+//! record is written. Everything msprobe wrote can be rebuilt byte for byte.
+//!
+//! Where to start:
+//! - [`msprobe::import`] and [`msprobe::export`]: the codec between msprobe files and a dataset;
+//! - [`lake::Lake`]: a dataset on an object store, its commit protocol and what is visible;
+//! - [`schema`] and [`layout`]: the columns and paths everything else relies on;
+//! - [`json`]: msprobe's JSON dialect, read and written exactly as CPython does;
+//! - [`tensor_file`]: `.pt` and `.npy` tensor files;
+//! - [`synth`]: realistic msprobe dump trees of a toy transformer, for demos and benchmarks.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod json;
+pub mod lake;
+pub mod layout;
+pub mod msprobe;
+pub mod properties;
+pub mod schema;
+pub mod synth;
+pub mod tensor_file;
+
+pub use error::{FormatError, Result};
+pub use lake::{CommitRecord, DataFile, Lake, UnitCounts};
+pub use layout::{Table, Unit};

@@ -1,0 +1,346 @@
+//! dump.json and debug.json: from bytes to a skeleton plus leaf rows, and back.
+//!
+//! The skeleton is the document in the one-line layout with every leaf replaced by `$`. It
+//! keeps everything that is not a leaf — the header, entry names and their order, empty
+//! containers, fields such as `is_recompute` — so export is: lay out the skeleton in the file's
+//! indentation and write the leaves, in order, into the holes.
+
+use std::borrow::Cow;
+
+use crate::json::{parse_skeleton, write_compact, write_node, write_str, Layout, Node, Value};
+
+use super::leaf::{is_leaf, Leaf};
+use super::name::{is_parameters_grad, parse_entry_name, EntryName};
+use crate::error::FormatError as CodecError;
+
+/// Which of msprobe's two entry files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DumpKind {
+    /// `dump.json`: entries with input/output/parameters slots.
+    Dump,
+    /// `debug.json`: each entry is a saved value itself.
+    Debug,
+}
+
+impl DumpKind {
+    /// The file name.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            DumpKind::Dump => "dump.json",
+            DumpKind::Debug => "debug.json",
+        }
+    }
+
+    /// `dump` or `debug`, as the `source.kind` column stores it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DumpKind::Dump => "dump",
+            DumpKind::Debug => "debug",
+        }
+    }
+}
+
+/// The top-level fields of a dump file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Header {
+    /// `statistics`, `tensor`, `structure`, …
+    pub task: Option<String>,
+    /// `L0`, `L1`, `mix`, `debug`, …
+    pub level: Option<String>,
+    /// `pytorch`, `mindspore`, `mindtorch`.
+    pub framework: Option<String>,
+    /// Where the tensors were saved.
+    pub dump_data_dir: Option<String>,
+}
+
+/// One leaf with its place in the file.
+#[derive(Debug, Clone)]
+pub struct LeafRow<'a> {
+    /// Position of the entry in the file.
+    pub seq: i64,
+    /// Position of the leaf inside its entry.
+    pub leaf: i32,
+    /// Index into [`ParsedDump::names`].
+    pub entry: usize,
+    /// The slot: `input_args`, `output`, …, a parameter name, or empty for debug entries.
+    pub section: Cow<'a, str>,
+    /// Position inside the slot: `0`, `1.0`, `weight`.
+    pub path: String,
+    /// The row name msprobe compare uses.
+    pub item: String,
+    /// The leaf's values.
+    pub value: Leaf<'a>,
+}
+
+/// A dump file taken apart.
+#[derive(Debug)]
+pub struct ParsedDump<'a> {
+    /// The header.
+    pub header: Header,
+    /// The file's indentation.
+    pub layout: Layout,
+    /// The document with `$` for every leaf.
+    pub skeleton: String,
+    /// Entry names in file order, parsed.
+    pub names: Vec<EntryName<'a>>,
+    /// Every leaf, in file order.
+    pub leaves: Vec<LeafRow<'a>>,
+}
+
+fn schema_error(offset: usize, path: String, message: impl Into<String>) -> CodecError {
+    CodecError::Schema { file: Default::default(), offset, path, message: message.into() }
+}
+
+/// Takes a dump.json / debug.json apart. `doc` must come from [`parse`] of the file's bytes.
+pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Result<ParsedDump<'a>, CodecError> {
+    let Value::Object(top) = &doc.value else {
+        return Err(schema_error(
+            doc.pos,
+            "$".into(),
+            format!(
+                "not an msprobe {}: the top level is {}, expected an object with task, level, framework, dump_data_dir and data",
+                kind.file_name(),
+                doc.value.type_name()
+            ),
+        ));
+    };
+    let data = match doc.value.get("data") {
+        Some(d @ Node { value: Value::Object(_), .. }) => d,
+        Some(d) => {
+            return Err(schema_error(
+                d.pos,
+                "$.data".into(),
+                format!("`data` must be an object, found {}", d.value.type_name()),
+            ))
+        }
+        None => {
+            return Err(schema_error(
+                doc.pos,
+                "$".into(),
+                format!(
+                    "not an msprobe {}: it has no `data` object (top-level keys found: {})",
+                    kind.file_name(),
+                    key_list(top)
+                ),
+            ))
+        }
+    };
+    let mut header = Header::default();
+    for (key, slot) in [
+        ("task", &mut header.task),
+        ("level", &mut header.level),
+        ("framework", &mut header.framework),
+        ("dump_data_dir", &mut header.dump_data_dir),
+    ] {
+        match doc.value.get(key) {
+            None | Some(Node { value: Value::Null, .. }) => {}
+            Some(Node { value: Value::Str(s), .. }) => *slot = Some(s.to_string()),
+            Some(n) => {
+                return Err(schema_error(
+                    n.pos,
+                    format!("$.{key}"),
+                    format!("`{key}` must be a string, found {}", n.value.type_name()),
+                ))
+            }
+        }
+    }
+
+    let mut out = ParsedDump { header, layout, skeleton: String::new(), names: Vec::new(), leaves: Vec::new() };
+    let mut skeleton = Vec::with_capacity(1024);
+    let mut scratch = (Vec::new(), Vec::new());
+    let mut seen = std::collections::HashSet::new();
+    skeleton.push(b'{');
+    for (i, (key, value)) in top.iter().enumerate() {
+        if i > 0 {
+            skeleton.extend_from_slice(b", ");
+        }
+        write_str(&mut skeleton, key);
+        skeleton.extend_from_slice(b": ");
+        if !std::ptr::eq(value, data) {
+            write_compact(&mut skeleton, value);
+            continue;
+        }
+        let Value::Object(entries) = &data.value else { continue };
+        skeleton.push(b'{');
+        for (seq, (name, entry)) in entries.iter().enumerate() {
+            if !seen.insert(name.as_ref()) {
+                return Err(schema_error(
+                    entry.pos,
+                    format!("$.data[{name:?}]"),
+                    format!("entry `{name}` appears twice in `data`"),
+                ));
+            }
+            if seq > 0 {
+                skeleton.extend_from_slice(b", ");
+            }
+            write_str(&mut skeleton, name);
+            skeleton.extend_from_slice(b": ");
+            let parsed = parse_entry_name(name);
+            let entry_index = out.names.len();
+            out.names.push(parsed);
+            let mut walk = Walk {
+                out: &mut out.leaves,
+                scratch: &mut scratch,
+                seq: seq as i64,
+                entry: entry_index,
+                next_leaf: 0,
+                skeleton: &mut skeleton,
+            };
+            match (kind, &entry.value) {
+                (DumpKind::Debug, _) => walk.slot(entry, Cow::Borrowed(""), String::new(), name.to_string(), false)?,
+                (DumpKind::Dump, Value::Object(fields)) => {
+                    let grads = is_parameters_grad(name);
+                    walk.skeleton.push(b'{');
+                    for (j, (field, v)) in fields.iter().enumerate() {
+                        if j > 0 {
+                            walk.skeleton.extend_from_slice(b", ");
+                        }
+                        write_str(walk.skeleton, field);
+                        walk.skeleton.extend_from_slice(b": ");
+                        let prefix = match field.as_ref() {
+                            _ if grads => Some(format!("{name}.{field}")),
+                            "input_args" | "input_kwargs" | "input" => Some(format!("{name}.input")),
+                            "output" => Some(format!("{name}.output")),
+                            "parameters" => Some(format!("{name}.parameters")),
+                            _ => None,
+                        };
+                        match prefix {
+                            Some(prefix) => {
+                                walk.slot(v, Cow::Borrowed(field.as_ref()), String::new(), prefix, grads)?
+                            }
+                            None => write_compact(walk.skeleton, v),
+                        }
+                    }
+                    walk.skeleton.push(b'}');
+                }
+                (DumpKind::Dump, other) => {
+                    return Err(schema_error(
+                        entry.pos,
+                        format!("$.data[{name:?}]"),
+                        format!("entry `{name}` must be an object of input/output slots, found {}", other.type_name()),
+                    ))
+                }
+            }
+        }
+        skeleton.push(b'}');
+    }
+    skeleton.push(b'}');
+    out.skeleton = String::from_utf8(skeleton).map_err(|_| CodecError::Internal("skeleton is not UTF-8".into()))?;
+    Ok(out)
+}
+
+fn key_list(members: &[(Cow<'_, str>, Node<'_>)]) -> String {
+    let keys: Vec<&str> = members.iter().take(8).map(|(k, _)| k.as_ref()).collect();
+    if keys.is_empty() {
+        "none".into()
+    } else {
+        keys.join(", ")
+    }
+}
+
+struct Walk<'w, 'a> {
+    out: &'w mut Vec<LeafRow<'a>>,
+    scratch: &'w mut (Vec<u8>, Vec<u8>),
+    seq: i64,
+    entry: usize,
+    next_leaf: i32,
+    skeleton: &'w mut Vec<u8>,
+}
+
+impl<'a> Walk<'_, 'a> {
+    /// Walks a slot value, writing its skeleton and collecting its leaves.
+    fn slot(
+        &mut self,
+        node: &'a Node<'a>,
+        section: Cow<'a, str>,
+        path: String,
+        item: String,
+        grads: bool,
+    ) -> Result<(), CodecError> {
+        if is_leaf(node) {
+            let value = Leaf::from_node(node, self.scratch).map_err(|e| CodecError::Schema {
+                file: Default::default(),
+                offset: e.offset,
+                path: format!("{} ({})", item, e.field.unwrap_or("value")),
+                message: e.message,
+            })?;
+            let item = match value.data_name.as_deref() {
+                Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem).to_string(),
+                _ => item,
+            };
+            self.out.push(LeafRow {
+                seq: self.seq,
+                leaf: self.next_leaf,
+                entry: self.entry,
+                section,
+                path,
+                item,
+                value,
+            });
+            self.next_leaf += 1;
+            self.skeleton.push(b'$');
+            return Ok(());
+        }
+        let join = |path: &str, seg: &str| if path.is_empty() { seg.to_string() } else { format!("{path}.{seg}") };
+        match &node.value {
+            Value::Array(items) => {
+                self.skeleton.push(b'[');
+                for (i, child) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.skeleton.extend_from_slice(b", ");
+                    }
+                    let idx = i.to_string();
+                    let child_item = if grads { item.clone() } else { format!("{item}.{idx}") };
+                    self.slot(child, section.clone(), join(&path, &idx), child_item, grads)?;
+                }
+                self.skeleton.push(b']');
+            }
+            Value::Object(members) => {
+                self.skeleton.push(b'{');
+                for (i, (k, child)) in members.iter().enumerate() {
+                    if i > 0 {
+                        self.skeleton.extend_from_slice(b", ");
+                    }
+                    write_str(self.skeleton, k);
+                    self.skeleton.extend_from_slice(b": ");
+                    self.slot(child, section.clone(), join(&path, k), format!("{item}.{k}"), grads)?;
+                }
+                self.skeleton.push(b'}');
+            }
+            _ => write_compact(self.skeleton, node),
+        }
+        Ok(())
+    }
+}
+
+/// Lays out a dump file from its skeleton and its leaves (in file order).
+pub fn render<'l, I>(skeleton: &str, layout: Layout, leaves: I, out: &mut Vec<u8>) -> Result<(), CodecError>
+where
+    I: IntoIterator<Item = &'l Leaf<'l>>,
+{
+    let tree = parse_skeleton(skeleton.as_bytes())
+        .map_err(|e| CodecError::Corrupt { location: "source.skeleton".into(), message: e.to_string() })?;
+    let mut leaves = leaves.into_iter();
+    let mut missing = false;
+    write_node::<()>(out, &tree, layout, 0, &mut |out, depth| {
+        match leaves.next() {
+            Some(leaf) => leaf.render(out, layout, depth),
+            None => missing = true,
+        }
+        Ok(())
+    })
+    .map_err(|()| CodecError::Internal("render".into()))?;
+    if missing {
+        return Err(CodecError::Corrupt {
+            location: "dump".into(),
+            message: "fewer leaves than the skeleton has places for".into(),
+        });
+    }
+    if leaves.next().is_some() {
+        return Err(CodecError::Corrupt {
+            location: "dump".into(),
+            message: "more leaves than the skeleton has places for".into(),
+        });
+    }
+    Ok(())
+}

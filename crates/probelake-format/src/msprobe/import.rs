@@ -1,0 +1,272 @@
+//! `import`: msprobe dump trees into a dataset, one committed unit per (step, stage, rank).
+//!
+//! Every unit is built and its files written (invisible) before any unit is committed, so bad
+//! input anywhere leaves the dataset exactly as it was.
+
+use std::path::Path;
+
+use crate::error::{FormatError, Result};
+use crate::json::{detect_layout, parse, Layout};
+use crate::lake::{CommitRecord, Lake, StagedUnit, UnitCounts};
+use crate::layout::{Table, Unit};
+use crate::tensor_file::{read_tensor_file, write_tensor_file};
+
+use super::columns::{Origin, SourceRow, TensorRow, UnitColumns};
+use super::construct::{render_construct, take_apart_construct};
+use super::discover::{discover, DumpDir, Overrides};
+use super::dump_file::{render, take_apart};
+use super::stack::{render_stack, take_apart_stack};
+
+/// Receives progress of a long import or export; every method has a no-op default.
+pub trait Progress: Send + Sync {
+    /// The work ahead: `bytes` of input in `units` units.
+    fn start(&self, _bytes: u64, _units: usize) {}
+    /// `bytes` more of the input were processed.
+    fn advance(&self, _bytes: u64) {}
+    /// The work is over.
+    fn finish(&self) {}
+}
+
+/// A [`Progress`] that reports nothing.
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// What to import and how.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Layout, step, stage or rank given by the user instead of detected.
+    pub overrides: Overrides,
+}
+
+/// What an import did.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    /// The committed units.
+    pub units: Vec<CommitRecord>,
+    /// Bytes of dump files read.
+    pub json_bytes: u64,
+}
+
+/// Imports the msprobe dump tree (or single dump file) at `src` into `lake`, replacing units
+/// that are already there.
+pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: &dyn Progress) -> Result<ImportReport> {
+    let dirs = discover(src, &options.overrides)?;
+    let mut units: Vec<(Unit, Vec<&DumpDir>)> = Vec::new();
+    for dir in &dirs {
+        match units.last_mut() {
+            Some((unit, members)) if *unit == dir.unit => members.push(dir),
+            _ => units.push((dir.unit.clone(), vec![dir])),
+        }
+    }
+    let total: u64 = dirs.iter().map(dir_bytes).sum();
+    progress.start(total, units.len());
+
+    let mut staged = Vec::with_capacity(units.len());
+    let mut json_bytes = 0;
+    for (unit, members) in &units {
+        match stage_unit(lake, unit, members, progress).await {
+            Ok(s) => {
+                json_bytes += s.counts.json_bytes;
+                staged.push(s);
+            }
+            Err(e) => {
+                for s in &staged {
+                    lake.discard(&s.files).await;
+                }
+                progress.finish();
+                return Err(e);
+            }
+        }
+    }
+    let mut records = Vec::with_capacity(staged.len());
+    for s in staged {
+        records.push(lake.commit(s).await?);
+    }
+    progress.finish();
+    Ok(ImportReport { units: records, json_bytes })
+}
+
+fn dir_bytes(dir: &DumpDir) -> u64 {
+    std::fs::metadata(&dir.path).map_or(0, |m| m.len())
+}
+
+async fn stage_unit(lake: &Lake, unit: &Unit, dirs: &[&DumpDir], progress: &dyn Progress) -> Result<StagedUnit> {
+    let mut columns = UnitColumns::default();
+    let mut counts = UnitCounts::default();
+    for dir in dirs {
+        read_dump_dir(dir, &mut columns, &mut counts)?;
+        progress.advance(dir_bytes(dir));
+    }
+    let mut files = Vec::new();
+    let result = async {
+        for (api, cols) in columns.dump.iter_mut() {
+            let batch = cols.finish()?;
+            files.push(lake.write_batch(unit, Table::Dump, Some(api), &batch).await?);
+        }
+        for (api, cols) in columns.tensor.iter_mut() {
+            let batch = cols.finish()?;
+            files.push(lake.write_batch(unit, Table::Tensor, Some(api), &batch).await?);
+        }
+        if columns.has_stack {
+            files.push(lake.write_batch(unit, Table::Stack, None, &columns.stack.finish()?).await?);
+        }
+        if columns.has_construct {
+            files.push(lake.write_batch(unit, Table::Construct, None, &columns.construct.finish()?).await?);
+        }
+        files.push(lake.write_batch(unit, Table::Source, None, &columns.source.finish()?).await?);
+        Ok::<_, FormatError>(())
+    }
+    .await;
+    if let Err(e) = result {
+        lake.discard(&files).await;
+        return Err(e);
+    }
+    Ok(StagedUnit { unit: unit.clone(), files, counts })
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| FormatError::io(path, e))
+}
+
+fn indent_of(layout: Layout) -> Option<i32> {
+    layout.indent.map(i32::from)
+}
+
+/// Reads one dump folder into the unit's columns.
+fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCounts) -> Result<()> {
+    let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
+    let path = dir.path.clone();
+    let bytes = read_file(&path)?;
+    let doc = parse(&bytes).map_err(|error| FormatError::Syntax { file: path.clone(), error })?;
+    let layout = detect_layout(&bytes);
+    let parsed = take_apart(&doc, dir.kind, layout).map_err(|e| e.in_file(&path))?;
+
+    // The round trip is checked here, once, rather than trusted: whatever the rows cannot
+    // rebuild byte for byte is kept whole.
+    let mut rebuilt = Vec::with_capacity(bytes.len());
+    render(&parsed.skeleton, layout, parsed.leaves.iter().map(|l| &l.value), &mut rebuilt)?;
+    let original = (rebuilt != bytes).then_some(bytes.as_slice());
+    if original.is_some() {
+        tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
+    }
+
+    for row in &parsed.leaves {
+        let name = parsed.names.get(row.entry).ok_or_else(|| FormatError::Internal("leaf without entry".into()))?;
+        let full = entry_name(&doc, row.seq);
+        columns.dump.entry(name.api.to_string()).or_default().push(row, full, name, origin);
+    }
+
+    let stack = side_file(&dir.dir.join("stack.json"), |doc, layout, out| {
+        let (format, rows) = take_apart_stack(doc)?;
+        render_stack(format, layout, &rows, out);
+        for row in &rows {
+            columns.stack.push(row, origin);
+        }
+        columns.has_stack |= !rows.is_empty();
+        Ok(format.as_str())
+    })?;
+    let construct = side_file(&dir.dir.join("construct.json"), |doc, layout, out| {
+        let rows = take_apart_construct(doc)?;
+        render_construct(layout, &rows, out);
+        for (i, row) in rows.iter().enumerate() {
+            columns.construct.push(i as i64, row, origin);
+        }
+        columns.has_construct |= !rows.is_empty();
+        Ok("map")
+    })?;
+
+    counts.tensors += read_tensors(&dir.dir.join("dump_tensor_data"), columns, origin)?;
+
+    let h = &parsed.header;
+    columns.source.push(
+        &SourceRow {
+            file: &dir.file,
+            kind: dir.kind.as_str(),
+            task: h.task.as_deref(),
+            level: h.level.as_deref(),
+            framework: h.framework.as_deref(),
+            dump_data_dir: h.dump_data_dir.as_deref(),
+            entries: parsed.names.len() as i64,
+            leaves: parsed.leaves.len() as i64,
+            bytes: bytes.len() as i64,
+            indent: indent_of(layout),
+            skeleton: &parsed.skeleton,
+            original,
+            stack: stack.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
+            construct: construct.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
+        },
+        origin,
+    );
+    counts.dump_files += 1;
+    counts.entries += parsed.names.len() as u64;
+    counts.leaves += parsed.leaves.len() as u64;
+    counts.json_bytes += bytes.len() as u64;
+    if counts.task.is_none() {
+        counts.task.clone_from(&h.task);
+        counts.level.clone_from(&h.level);
+        counts.framework.clone_from(&h.framework);
+    }
+    Ok(())
+}
+
+fn entry_name<'d>(doc: &'d crate::json::Node<'d>, seq: i64) -> &'d str {
+    match doc.value.get("data").map(|d| &d.value) {
+        Some(crate::json::Value::Object(entries)) => entries.get(seq as usize).map_or("", |(k, _)| k.as_ref()),
+        _ => "",
+    }
+}
+
+type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
+
+/// Reads stack.json or construct.json if present: `take` collects rows and renders them back,
+/// and the original is kept where that rendering differs.
+fn side_file(
+    path: &Path,
+    take: impl FnOnce(&crate::json::Node<'_>, Layout, &mut Vec<u8>) -> Result<&'static str>,
+) -> Result<SideFile> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(FormatError::io(path, e)),
+    };
+    let doc = parse(&bytes).map_err(|error| FormatError::Syntax { file: path.to_path_buf(), error })?;
+    let layout = detect_layout(&bytes);
+    let mut rebuilt = Vec::with_capacity(bytes.len());
+    let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;
+    let original = (rebuilt != bytes).then_some(bytes);
+    Ok(Some((format, indent_of(layout), original)))
+}
+
+fn read_tensors(dir: &Path, columns: &mut UnitColumns, origin: Origin) -> Result<u64> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(FormatError::io(dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| FormatError::io(dir, e))?;
+        if entry.file_type().map_err(|e| FormatError::io(entry.path(), e))?.is_file() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    let mut n = 0;
+    for name in names {
+        let path = dir.join(&name);
+        let bytes = read_file(&path)?;
+        let (data, meta) =
+            read_tensor_file(&name, &bytes).map_err(|source| FormatError::TensorFile { file: path.clone(), source })?;
+        let rebuilt =
+            write_tensor_file(&data, &meta).map_err(|source| FormatError::TensorFile { file: path.clone(), source })?;
+        let original = (rebuilt != bytes).then_some(bytes.as_slice());
+        let item = name.rsplit_once('.').map_or(name.as_str(), |(stem, _)| stem);
+        let api = name.split('.').next().unwrap_or_default();
+        let container = if name.ends_with(".npy") { "npy" } else { "pt" };
+        let meta_json = meta.to_json().map_err(|source| FormatError::TensorFile { file: path.clone(), source })?;
+        let row = TensorRow { data_name: &name, item, data: &data, container, meta: &meta_json, original };
+        columns.tensor.entry(api.to_string()).or_default().push(&row, origin);
+        n += 1;
+    }
+    Ok(n)
+}

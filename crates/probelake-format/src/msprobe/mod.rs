@@ -1,0 +1,28 @@
+//! The msprobe codec: reading msprobe's dump trees into a dataset and writing them back.
+//!
+//! - [`discover`](discover()) finds dump folders and tells msprobe, verl and single layouts apart;
+//! - [`import`](import()) turns them into committed units;
+//! - [`export`](export()) rebuilds the files, byte for byte.
+//!
+//! Below those, [`take_apart`] / [`render`] handle one dump.json or debug.json, and
+//! [`Leaf`] one leaf value.
+
+mod columns;
+mod construct;
+mod discover;
+mod dump_file;
+mod export;
+mod import;
+mod leaf;
+mod name;
+mod stack;
+
+pub use columns::Origin;
+pub use construct::{render_construct, take_apart_construct, ConstructRow};
+pub use discover::{discover, DumpDir, Overrides, TreeLayout};
+pub use dump_file::{render, take_apart, DumpKind, Header, LeafRow, ParsedDump};
+pub use export::{export, render_unit, ExportOptions, ExportReport};
+pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
+pub use leaf::{is_leaf, Leaf, STAT_KEYS};
+pub use name::{is_parameters_grad, parse_entry_name, EntryName};
+pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};

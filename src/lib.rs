@@ -1,0 +1,22 @@
+//! # probelake
+//!
+//! msprobe precision dumps as hive-partitioned Parquet, with a byte-exact export.
+//!
+//! This crate is a facade: it re-exports the library crates so one dependency brings them all.
+//! - [`format`]: the dataset format, the commit protocol and the msprobe codec;
+//! - [`cli`]: the `probelake` command line (used by the binary).
+//!
+//! ```no_run
+//! # async fn example() -> probelake::format::Result<()> {
+//! use probelake::format::{msprobe, Lake};
+//! let lake = Lake::local(std::path::Path::new("lake/run-a"))?;
+//! msprobe::import(std::path::Path::new("dumps/run-a"), &lake, &Default::default(), &msprobe::NoProgress).await?;
+//! for unit in lake.units().await? {
+//!     println!("{}: {} leaves", unit.unit, unit.counts.leaves);
+//! }
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+pub use probelake_cli as cli;
+pub use probelake_format as format;

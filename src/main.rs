@@ -1,0 +1,5 @@
+//! The `probelake` binary: everything lives in `probelake-cli` and the library crates.
+
+fn main() -> std::process::ExitCode {
+    probelake_cli::run()
+}
