@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test of probelake: formatting, lints, the Rust tests (unit, doc, end-to-end over
+# ../shared/fixtures when present) and the Python reader tests in a venv it sets up itself.
+#
+# Reuses a Cargo target directory outside the clone when one exists
+# ($PROBELAKE_TARGET_DIR or $HOME/.cache/probelake-target); never needs one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cache="${PROBELAKE_TARGET_DIR:-$HOME/.cache/probelake-target}"
+if [ -z "${CARGO_TARGET_DIR:-}" ] && [ -d "$cache" ]; then
+    export CARGO_TARGET_DIR="$cache"
+fi
+target="${CARGO_TARGET_DIR:-target}"
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test"
+cargo test --workspace
+
+step "python venv (pyarrow, pandas, polars, duckdb, pytest)"
+venv=".venv"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+step "pytest tests/python"
+cargo build --quiet --bin probelake
+PROBELAKE_BIN="$(pwd)/$target/debug/probelake" "$venv/bin/python" -m pytest -q tests/python

@@ -1,0 +1,75 @@
+//! Finding the shared fixtures, and comparing trees of files.
+
+use std::path::{Path, PathBuf};
+
+/// `../shared/fixtures`, or `None` (after printing one notice) on a fresh clone without it.
+pub fn root() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipping: ../shared/fixtures not found (tests on real msprobe output need it beside the clone)");
+        None
+    }
+}
+
+/// Every run: each folder directly under `runs/` and `msprobe/`.
+pub fn runs() -> Vec<PathBuf> {
+    let Some(root) = root() else { return Vec::new() };
+    let mut out = Vec::new();
+    for group in ["runs", "msprobe"] {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join(group))
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect())
+            .unwrap_or_default();
+        dirs.sort();
+        out.extend(dirs);
+    }
+    out
+}
+
+/// Every file below `dir`, relative to it, sorted.
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for entry in rd.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else if let Ok(rel) = path.strip_prefix(base) {
+                out.push(rel.to_path_buf());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Asserts two byte strings are equal, reporting the first differing offset with context.
+pub fn assert_same_bytes(what: &Path, want: &[u8], got: &[u8]) {
+    if want == got {
+        return;
+    }
+    let at = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+    let ctx = |b: &[u8]| String::from_utf8_lossy(&b[at.saturating_sub(60)..(at + 60).min(b.len())]).into_owned();
+    panic!(
+        "{}: differs at byte {at} (lengths {} vs {})\n--- expected ---\n{}\n--- got ---\n{}",
+        what.display(),
+        want.len(),
+        got.len(),
+        ctx(want),
+        ctx(got)
+    );
+}
+
+/// A snapshot of every file below `dir` (path and contents), for "unchanged" checks.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    files_below(dir)
+        .into_iter()
+        .map(|rel| {
+            let bytes = std::fs::read(dir.join(&rel)).unwrap_or_default();
+            (rel, bytes)
+        })
+        .collect()
+}

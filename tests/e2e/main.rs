@@ -1,0 +1,9 @@
+//! End-to-end tests: the real `probelake` binary over real msprobe output
+//! (`../shared/fixtures`, skipped with a notice when absent) and over data it synthesizes.
+
+mod bad_input;
+mod cli;
+mod fixtures;
+mod leaves;
+mod roundtrip;
+mod synth;

@@ -1,0 +1,60 @@
+//! import → export gives back every file byte for byte.
+
+use std::path::Path;
+
+use crate::cli;
+use crate::fixtures::{assert_same_bytes, files_below, runs};
+
+/// The files export must reproduce (dump_error_info.log and the like are not carried).
+fn is_carried(rel: &Path) -> bool {
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    matches!(name, "dump.json" | "stack.json" | "construct.json" | "debug.json")
+        || rel.parent().and_then(|p| p.file_name()).is_some_and(|p| p == "dump_tensor_data")
+}
+
+/// Imports `run`, exports it, and compares every carried file.
+pub fn round_trip(run: &Path) -> usize {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ds = tmp.path().join("ds");
+    let out = tmp.path().join("out");
+    cli::import(run, &ds);
+    cli::export(&ds, &out);
+    let want: Vec<_> = files_below(run).into_iter().filter(|r| is_carried(r)).collect();
+    let got = files_below(&out);
+    assert_eq!(want, got, "{}: exported file list differs", run.display());
+    for rel in &want {
+        let a = std::fs::read(run.join(rel)).expect("read original");
+        let b = std::fs::read(out.join(rel)).expect("read exported");
+        assert_same_bytes(&run.join(rel), &a, &b);
+    }
+    want.len()
+}
+
+#[test]
+fn every_fixture_run_round_trips_byte_for_byte() {
+    let runs = runs();
+    let mut files = 0;
+    for run in &runs {
+        files += round_trip(run);
+    }
+    if !runs.is_empty() {
+        // Guard: the fixtures hold dozens of runs' files; a walk that finds none is broken.
+        assert!(files > 100, "only {files} files compared");
+        eprintln!("{} runs, {files} files identical after import and export", runs.len());
+    }
+}
+
+#[test]
+fn export_refuses_to_overwrite_without_force() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    probelake_format::synth::write_run(&probelake_format::synth::SynthSpec::demo(), &src).expect("synth");
+    let ds = tmp.path().join("ds");
+    let out = tmp.path().join("out");
+    cli::import(&src, &ds);
+    cli::export(&ds, &out);
+    let again = cli::probelake([Path::new("export"), &ds, &out]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    cli::ok([Path::new("export"), &ds, &out, Path::new("--force"), Path::new("-q")]);
+}
