@@ -128,6 +128,34 @@ pub struct StagedUnit {
     pub counts: UnitCounts,
 }
 
+/// A Parquet file encoded in memory and not stored yet: the CPU-bound half of
+/// [`Lake::write_batch`], which needs no store and so can run on any thread.
+#[derive(Debug, Clone)]
+pub struct EncodedFile {
+    /// Its table.
+    pub table: Table,
+    /// The API family partition (`dump` and `tensor` only).
+    pub api: Option<String>,
+    /// Rows in the file.
+    pub rows: u64,
+    /// The Parquet bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// Encodes `batch` as a Parquet file of `table` with probelake's writer properties.
+pub fn encode_batch(table: Table, api: Option<&str>, batch: &RecordBatch) -> Result<EncodedFile> {
+    let location = match api {
+        Some(api) => format!("{} (api={api})", table.name()),
+        None => table.name().to_string(),
+    };
+    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 4096);
+    let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(writer_properties(table)))
+        .map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
+    writer.write(batch).map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
+    writer.close().map_err(|source| FormatError::Parquet { location, source })?;
+    Ok(EncodedFile { table, api: api.map(str::to_string), rows: batch.num_rows() as u64, bytes: buf })
+}
+
 /// A dataset: an object store and the prefix of its root.
 #[derive(Debug, Clone)]
 pub struct Lake {
@@ -181,22 +209,19 @@ impl Lake {
         api: Option<&str>,
         batch: &RecordBatch,
     ) -> Result<DataFile> {
-        let path = unit.new_file_path(&self.root, table, api);
+        let encoded = encode_batch(table, api, batch)?;
+        self.put_encoded(unit, encoded).await
+    }
+
+    /// Stores a file made by [`encode_batch`] as a new data file of `unit`, invisible until the
+    /// unit is committed with it.
+    pub async fn put_encoded(&self, unit: &Unit, encoded: EncodedFile) -> Result<DataFile> {
+        let EncodedFile { table, api, rows, bytes: buf } = encoded;
+        let path = unit.new_file_path(&self.root, table, api.as_deref());
         let location = self.location(&path);
-        let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 4096);
-        let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(writer_properties(table)))
-            .map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
-        writer.write(batch).map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
-        writer.close().map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
         let bytes = buf.len() as u64;
         self.store.put(&path, PutPayload::from(buf)).await.map_err(|e| FormatError::store(&location, e))?;
-        Ok(DataFile {
-            table,
-            api: api.map(str::to_string),
-            path: self.relative(&path),
-            rows: batch.num_rows() as u64,
-            bytes,
-        })
+        Ok(DataFile { table, api, path: self.relative(&path), rows, bytes })
     }
 
     fn relative(&self, path: &Path) -> String {

@@ -102,29 +102,42 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
         return;
     }
     // Rust's `{:e}` prints the shortest round-trip digits, like Python's repr; only the layout
-    // differs, so take digits and exponent from it and lay them out the Python way.
-    let mut buf = String::with_capacity(32);
+    // differs, so take digits and exponent from it and lay them out the Python way. Formatted
+    // on the stack: this runs four times per tensor leaf, twice over on import.
+    let mut buf = StackBuf::new();
     use std::fmt::Write as _;
     let _ = write!(buf, "{v:e}");
     // Among equally short strings CPython picks the one nearest the exact value, halves to
     // even; Rust's shortest form may take the other one of an exact tie (23.634353637695313
     // for 23.6343536376953125, where CPython writes …312). Ties need ≥ 15 digits.
-    let digits = buf.bytes().take_while(|&b| b != b'e').filter(u8::is_ascii_digit).count();
-    if digits >= 15 {
-        let nearest = format!("{v:.*e}", digits - 1);
-        if nearest != buf && nearest.parse::<f64>().ok() == Some(v) {
+    let digit_count = buf.as_bytes().iter().take_while(|&&b| b != b'e').filter(|b| b.is_ascii_digit()).count();
+    if digit_count >= 15 && may_be_tie(v, digit_count) {
+        let mut nearest = StackBuf::new();
+        let _ = write!(nearest, "{v:.*e}", digit_count - 1);
+        if nearest.as_bytes() != buf.as_bytes()
+            && std::str::from_utf8(nearest.as_bytes()).ok().and_then(|s| s.parse::<f64>().ok()) == Some(v)
+        {
             buf = nearest;
         }
     }
-    let (mantissa, exp) = match buf.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (buf.as_str(), 0),
+    let text = buf.as_bytes();
+    let (mantissa, exp) = match text.iter().position(|&b| b == b'e') {
+        Some(at) => (&text[..at], parse_exponent(&text[at + 1..])),
+        None => (text, 0),
     };
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mantissa),
+    let (negative, mantissa) = match mantissa.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, mantissa),
     };
-    let digits: Vec<u8> = mantissa.bytes().filter(|b| b.is_ascii_digit()).collect();
+    let mut digit_buf = [0u8; 40];
+    let mut n_digits = 0;
+    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
+        if let Some(slot) = digit_buf.get_mut(n_digits) {
+            *slot = b;
+            n_digits += 1;
+        }
+    }
+    let digits = &digit_buf[..n_digits];
     if negative {
         out.push(b'-');
     }
@@ -133,9 +146,9 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
         if exp < 0 {
             out.extend_from_slice(b"0.");
             out.extend(std::iter::repeat_n(b'0', (-exp - 1) as usize));
-            out.extend_from_slice(&digits);
+            out.extend_from_slice(digits);
         } else if exp + 1 >= n {
-            out.extend_from_slice(&digits);
+            out.extend_from_slice(digits);
             out.extend(std::iter::repeat_n(b'0', (exp + 1 - n) as usize));
             out.extend_from_slice(b".0");
         } else {
@@ -145,7 +158,7 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
             out.extend_from_slice(&digits[point..]);
         }
     } else {
-        out.push(digits[0]);
+        out.extend_from_slice(&digits[..1]);
         if digits.len() > 1 {
             out.push(b'.');
             out.extend_from_slice(&digits[1..]);
@@ -156,18 +169,108 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
         if abs < 10 {
             out.push(b'0');
         }
-        out.extend_from_slice(abs.to_string().as_bytes());
+        write_i64(out, i64::from(abs));
+    }
+}
+
+/// Whether the exact value of finite `v` may lie halfway between two `digits`-digit decimals.
+///
+/// A tie needs the exact decimal expansion to have `digits + 1` significant digits, the last
+/// one a 5. `v = m·2^-k` with `m` odd expands to `m·5^k` (scaled by a power of ten), whose
+/// digit count is cheap to get for the `k` that matter. Saying "maybe" is always safe: the
+/// caller then formats the exact rounding and compares.
+fn may_be_tie(v: f64, digits: usize) -> bool {
+    let bits = v.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (mut m, mut e) = if biased == 0 { (fraction, -1074) } else { (fraction | (1 << 52), biased - 1075) };
+    if m == 0 {
+        return false;
+    }
+    let tz = m.trailing_zeros();
+    m >>= tz;
+    e += tz as i32;
+    if e >= 0 {
+        // An integer; its expansion may end in zeros, so leave it to the exact check.
+        return true;
+    }
+    let k = e.unsigned_abs();
+    // 5^26 alone has 19 digits, more than the 18 a tie of at most 17 shortest digits needs.
+    if k >= 26 {
+        return false;
+    }
+    let exact = u128::from(m) * POW5[k as usize];
+    exact.ilog10() as usize == digits && exact % 10 == 5
+}
+
+/// 5^0 ..= 5^25.
+const POW5: [u128; 26] = {
+    let mut table = [1u128; 26];
+    let mut i = 1;
+    while i < 26 {
+        table[i] = table[i - 1] * 5;
+        i += 1;
+    }
+    table
+};
+
+fn parse_exponent(text: &[u8]) -> i32 {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let magnitude =
+        digits.iter().fold(0i32, |acc, &d| acc.saturating_mul(10).saturating_add(i32::from(d.wrapping_sub(b'0'))));
+    if negative {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// A small fixed buffer for `write!`, so formatting a number allocates nothing.
+struct StackBuf {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl StackBuf {
+    fn new() -> Self {
+        StackBuf { buf: [0; 64], len: 0 }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let slot = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
 /// Appends an integer in decimal.
 pub fn write_i64(out: &mut Vec<u8>, v: i64) {
-    let mut buf = itoa_buf(v);
-    out.append(&mut buf);
-}
-
-fn itoa_buf(v: i64) -> Vec<u8> {
-    v.to_string().into_bytes()
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    let mut rest = v.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[at..]);
 }
 
 #[cfg(test)]

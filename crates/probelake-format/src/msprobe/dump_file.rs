@@ -70,6 +70,8 @@ pub struct LeafRow<'a> {
     pub item: String,
     /// The leaf's values.
     pub value: Leaf<'a>,
+    /// The leaf as parsed.
+    pub node: &'a Node<'a>,
 }
 
 /// A dump file taken apart.
@@ -149,6 +151,8 @@ pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Resu
     let mut skeleton = Vec::with_capacity(1024);
     let mut scratch = (Vec::new(), Vec::new());
     let mut seen = std::collections::HashSet::new();
+    // Grown and truncated along the walk, so a leaf costs only the two strings its row keeps.
+    let (mut path, mut item) = (String::new(), String::new());
     skeleton.push(b'{');
     for (i, (key, value)) in top.iter().enumerate() {
         if i > 0 {
@@ -185,9 +189,16 @@ pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Resu
                 entry: entry_index,
                 next_leaf: 0,
                 skeleton: &mut skeleton,
+                path: &mut path,
+                item: &mut item,
             };
             match (kind, &entry.value) {
-                (DumpKind::Debug, _) => walk.slot(entry, Cow::Borrowed(""), String::new(), name.to_string(), false)?,
+                (DumpKind::Debug, _) => {
+                    walk.path.clear();
+                    walk.item.clear();
+                    walk.item.push_str(name);
+                    walk.slot(entry, &Cow::Borrowed(""), false)?
+                }
                 (DumpKind::Dump, Value::Object(fields)) => {
                     let grads = is_parameters_grad(name);
                     walk.skeleton.push(b'{');
@@ -197,16 +208,21 @@ pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Resu
                         }
                         write_str(walk.skeleton, field);
                         walk.skeleton.extend_from_slice(b": ");
-                        let prefix = match field.as_ref() {
-                            _ if grads => Some(format!("{name}.{field}")),
-                            "input_args" | "input_kwargs" | "input" => Some(format!("{name}.input")),
-                            "output" => Some(format!("{name}.output")),
-                            "parameters" => Some(format!("{name}.parameters")),
+                        let suffix = match field.as_ref() {
+                            _ if grads => Some(field.as_ref()),
+                            "input_args" | "input_kwargs" | "input" => Some("input"),
+                            "output" => Some("output"),
+                            "parameters" => Some("parameters"),
                             _ => None,
                         };
-                        match prefix {
-                            Some(prefix) => {
-                                walk.slot(v, Cow::Borrowed(field.as_ref()), String::new(), prefix, grads)?
+                        match suffix {
+                            Some(suffix) => {
+                                walk.path.clear();
+                                walk.item.clear();
+                                walk.item.push_str(name);
+                                walk.item.push('.');
+                                walk.item.push_str(suffix);
+                                walk.slot(v, &Cow::Borrowed(field.as_ref()), grads)?
                             }
                             None => write_compact(walk.skeleton, v),
                         }
@@ -245,43 +261,44 @@ struct Walk<'w, 'a> {
     entry: usize,
     next_leaf: i32,
     skeleton: &'w mut Vec<u8>,
+    /// Position inside the slot of the value being walked.
+    path: &'w mut String,
+    /// Row name of the value being walked.
+    item: &'w mut String,
 }
 
 impl<'a> Walk<'_, 'a> {
-    /// Walks a slot value, writing its skeleton and collecting its leaves.
-    fn slot(
-        &mut self,
-        node: &'a Node<'a>,
-        section: Cow<'a, str>,
-        path: String,
-        item: String,
-        grads: bool,
-    ) -> Result<(), CodecError> {
+    /// Walks a slot value, writing its skeleton and collecting its leaves; `self.path` and
+    /// `self.item` name `node` and are left as they were found.
+    // A `&Cow` rather than `&str`: rows keep the section borrowed from the document when it is.
+    #[allow(clippy::ptr_arg)]
+    fn slot(&mut self, node: &'a Node<'a>, section: &Cow<'a, str>, grads: bool) -> Result<(), CodecError> {
         if is_leaf(node) {
             let value = Leaf::from_node(node, self.scratch).map_err(|e| CodecError::Schema {
                 file: Default::default(),
                 offset: e.offset,
-                path: format!("{} ({})", item, e.field.unwrap_or("value")),
+                path: format!("{} ({})", self.item, e.field.unwrap_or("value")),
                 message: e.message,
             })?;
             let item = match value.data_name.as_deref() {
                 Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem).to_string(),
-                _ => item,
+                _ => self.item.clone(),
             };
             self.out.push(LeafRow {
                 seq: self.seq,
                 leaf: self.next_leaf,
                 entry: self.entry,
-                section,
-                path,
+                section: section.clone(),
+                path: self.path.clone(),
                 item,
                 value,
+                node,
             });
             self.next_leaf += 1;
             self.skeleton.push(b'$');
             return Ok(());
         }
-        let join = |path: &str, seg: &str| if path.is_empty() { seg.to_string() } else { format!("{path}.{seg}") };
+        let (path_len, item_len) = (self.path.len(), self.item.len());
         match &node.value {
             Value::Array(items) => {
                 self.skeleton.push(b'[');
@@ -289,9 +306,18 @@ impl<'a> Walk<'_, 'a> {
                     if i > 0 {
                         self.skeleton.extend_from_slice(b", ");
                     }
-                    let idx = i.to_string();
-                    let child_item = if grads { item.clone() } else { format!("{item}.{idx}") };
-                    self.slot(child, section.clone(), join(&path, &idx), child_item, grads)?;
+                    if path_len > 0 {
+                        self.path.push('.');
+                    }
+                    push_index(self.path, i);
+                    if !grads {
+                        self.item.push('.');
+                        push_index(self.item, i);
+                    }
+                    let walked = self.slot(child, section, grads);
+                    self.path.truncate(path_len);
+                    self.item.truncate(item_len);
+                    walked?;
                 }
                 self.skeleton.push(b']');
             }
@@ -303,7 +329,16 @@ impl<'a> Walk<'_, 'a> {
                     }
                     write_str(self.skeleton, k);
                     self.skeleton.extend_from_slice(b": ");
-                    self.slot(child, section.clone(), join(&path, k), format!("{item}.{k}"), grads)?;
+                    if path_len > 0 {
+                        self.path.push('.');
+                    }
+                    self.path.push_str(k);
+                    self.item.push('.');
+                    self.item.push_str(k);
+                    let walked = self.slot(child, section, grads);
+                    self.path.truncate(path_len);
+                    self.item.truncate(item_len);
+                    walked?;
                 }
                 self.skeleton.push(b'}');
             }
@@ -313,19 +348,61 @@ impl<'a> Walk<'_, 'a> {
     }
 }
 
+fn push_index(out: &mut String, i: usize) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{i}");
+}
+
 /// Lays out a dump file from its skeleton and its leaves (in file order).
 pub fn render<'l, I>(skeleton: &str, layout: Layout, leaves: I, out: &mut Vec<u8>) -> Result<(), CodecError>
 where
     I: IntoIterator<Item = &'l Leaf<'l>>,
 {
+    let mut leaves = leaves.into_iter();
+    fill_skeleton(skeleton, layout, out, &mut |out, depth| match leaves.next() {
+        Some(leaf) => {
+            leaf.render(out, layout, depth);
+            true
+        }
+        None => false,
+    })?;
+    no_more_leaves(leaves.next().is_some())
+}
+
+/// Lays out a taken-apart file as [`render`] would from its rows, writing each leaf from its
+/// parsed node instead of its columns.
+///
+/// Import uses this for its whole-file check. It gives the same bytes as [`render`]: a leaf
+/// without `raw` renders from its columns to the same one-line text as its node (that is what
+/// [`Leaf::from_node`] checked), so to the same token tree and the same text in any layout; a
+/// leaf with `raw` renders from the node's one-line text. What the check has left to prove is
+/// the skeleton and the layout, and it does so without formatting every float a second time.
+pub fn render_parsed(parsed: &ParsedDump<'_>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let layout = parsed.layout;
+    let mut rows = parsed.leaves.iter();
+    fill_skeleton(&parsed.skeleton, layout, out, &mut |out, depth| match rows.next() {
+        Some(row) => {
+            let _ = write_node::<()>(out, row.node, layout, depth, &mut |_, _| Ok(()));
+            true
+        }
+        None => false,
+    })?;
+    no_more_leaves(rows.next().is_some())
+}
+
+/// Writes the skeleton with `fill` writing each hole; `fill` returns false when it has no leaf.
+fn fill_skeleton(
+    skeleton: &str,
+    layout: Layout,
+    out: &mut Vec<u8>,
+    fill: &mut dyn FnMut(&mut Vec<u8>, usize) -> bool,
+) -> Result<(), CodecError> {
     let tree = parse_skeleton(skeleton.as_bytes())
         .map_err(|e| CodecError::Corrupt { location: "source.skeleton".into(), message: e.to_string() })?;
-    let mut leaves = leaves.into_iter();
     let mut missing = false;
     write_node::<()>(out, &tree, layout, 0, &mut |out, depth| {
-        match leaves.next() {
-            Some(leaf) => leaf.render(out, layout, depth),
-            None => missing = true,
+        if !fill(out, depth) {
+            missing = true;
         }
         Ok(())
     })
@@ -336,7 +413,11 @@ where
             message: "fewer leaves than the skeleton has places for".into(),
         });
     }
-    if leaves.next().is_some() {
+    Ok(())
+}
+
+fn no_more_leaves(more: bool) -> Result<(), CodecError> {
+    if more {
         return Err(CodecError::Corrupt {
             location: "dump".into(),
             message: "more leaves than the skeleton has places for".into(),

@@ -4,17 +4,19 @@
 //! input anywhere leaves the dataset exactly as it was.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use crate::error::{FormatError, Result};
 use crate::json::{detect_layout, parse, Layout};
-use crate::lake::{CommitRecord, Lake, StagedUnit, UnitCounts};
+use crate::lake::{encode_batch, CommitRecord, EncodedFile, Lake, StagedUnit, UnitCounts};
 use crate::layout::{Table, Unit};
 use crate::tensor_file::{read_tensor_file, write_tensor_file};
 
 use super::columns::{Origin, SourceRow, TensorRow, UnitColumns};
 use super::construct::{render_construct, take_apart_construct};
 use super::discover::{discover, DumpDir, Overrides};
-use super::dump_file::{render, take_apart};
+use super::dump_file::{render_parsed, take_apart};
 use super::stack::{render_stack, take_apart_stack};
 
 /// Receives progress of a long import or export; every method has a no-op default.
@@ -61,23 +63,35 @@ pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: 
     let total: u64 = dirs.iter().map(dir_bytes).sum();
     progress.start(total, units.len());
 
-    let mut staged = Vec::with_capacity(units.len());
-    let mut json_bytes = 0;
-    for (unit, members) in &units {
-        match stage_unit(lake, unit, members, progress).await {
-            Ok(s) => {
-                json_bytes += s.counts.json_bytes;
-                staged.push(s);
-            }
-            Err(e) => {
-                for s in &staged {
-                    lake.discard(&s.files).await;
+    // Units are built a wave at a time, one per thread, and stored before the next wave, so
+    // memory holds a wave's files rather than the whole import's (tensor data can be large).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
+    let mut staged: Vec<StagedUnit> = Vec::with_capacity(units.len());
+    let mut failure = None;
+    'waves: for wave in units.chunks(threads) {
+        let built = build_units(wave, progress);
+        for ((unit, _), result) in wave.iter().zip(built) {
+            let stored = match result {
+                Ok((encoded, counts)) => store_unit(lake, unit, encoded, counts).await,
+                Err(e) => Err(e),
+            };
+            match stored {
+                Ok(s) => staged.push(s),
+                Err(e) => {
+                    failure = Some(e);
+                    break 'waves;
                 }
-                progress.finish();
-                return Err(e);
             }
         }
     }
+    if let Some(e) = failure {
+        for s in &staged {
+            lake.discard(&s.files).await;
+        }
+        progress.finish();
+        return Err(e);
+    }
+    let json_bytes = staged.iter().map(|s| s.counts.json_bytes).sum();
     let mut records = Vec::with_capacity(staged.len());
     for s in staged {
         records.push(lake.commit(s).await?);
@@ -90,7 +104,61 @@ fn dir_bytes(dir: &DumpDir) -> u64 {
     std::fs::metadata(&dir.path).map_or(0, |m| m.len())
 }
 
-async fn stage_unit(lake: &Lake, unit: &Unit, dirs: &[&DumpDir], progress: &dyn Progress) -> Result<StagedUnit> {
+type BuiltUnit = Result<(Vec<EncodedFile>, UnitCounts)>;
+
+/// Reads, checks and encodes `units`, one thread each: units are independent and this part is
+/// all CPU. Results come back in `units` order; after the first error, units not started yet
+/// are skipped.
+fn build_units(units: &[(Unit, Vec<&DumpDir>)], progress: &dyn Progress) -> Vec<BuiltUnit> {
+    let threads = units.len();
+    if threads <= 1 {
+        let mut out = Vec::with_capacity(units.len());
+        for (_, members) in units {
+            let built = build_unit(members, progress);
+            let failed = built.is_err();
+            out.push(built);
+            if failed {
+                break;
+            }
+        }
+        return out;
+    }
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let slots: Vec<Mutex<Option<BuiltUnit>>> = units.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let (Some((_, members)), Some(slot)) = (units.get(i), slots.get(i)) else { break };
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let built = build_unit(members, progress);
+                if built.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
+                if let Ok(mut slot) = slot.lock() {
+                    *slot = Some(built);
+                }
+            });
+        }
+    });
+    // A slot left empty belongs to a unit skipped after an earlier failure (or whose thread
+    // panicked); the loop in `import` stops at the first error, so report it as one.
+    slots
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Err(FormatError::Internal("unit not built: another unit failed first".into())))
+        })
+        .collect()
+}
+
+/// Reads one unit's dump folders into columns and encodes its files.
+fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();
     for dir in dirs {
@@ -98,28 +166,33 @@ async fn stage_unit(lake: &Lake, unit: &Unit, dirs: &[&DumpDir], progress: &dyn 
         progress.advance(dir_bytes(dir));
     }
     let mut files = Vec::new();
-    let result = async {
-        for (api, cols) in columns.dump.iter_mut() {
-            let batch = cols.finish()?;
-            files.push(lake.write_batch(unit, Table::Dump, Some(api), &batch).await?);
-        }
-        for (api, cols) in columns.tensor.iter_mut() {
-            let batch = cols.finish()?;
-            files.push(lake.write_batch(unit, Table::Tensor, Some(api), &batch).await?);
-        }
-        if columns.has_stack {
-            files.push(lake.write_batch(unit, Table::Stack, None, &columns.stack.finish()?).await?);
-        }
-        if columns.has_construct {
-            files.push(lake.write_batch(unit, Table::Construct, None, &columns.construct.finish()?).await?);
-        }
-        files.push(lake.write_batch(unit, Table::Source, None, &columns.source.finish()?).await?);
-        Ok::<_, FormatError>(())
+    for (api, cols) in columns.dump.iter_mut() {
+        files.push(encode_batch(Table::Dump, Some(api), &cols.finish()?)?);
     }
-    .await;
-    if let Err(e) = result {
-        lake.discard(&files).await;
-        return Err(e);
+    for (api, cols) in columns.tensor.iter_mut() {
+        files.push(encode_batch(Table::Tensor, Some(api), &cols.finish()?)?);
+    }
+    if columns.has_stack {
+        files.push(encode_batch(Table::Stack, None, &columns.stack.finish()?)?);
+    }
+    if columns.has_construct {
+        files.push(encode_batch(Table::Construct, None, &columns.construct.finish()?)?);
+    }
+    files.push(encode_batch(Table::Source, None, &columns.source.finish()?)?);
+    Ok((files, counts))
+}
+
+/// Stores a built unit's files, invisible until it is committed.
+async fn store_unit(lake: &Lake, unit: &Unit, encoded: Vec<EncodedFile>, counts: UnitCounts) -> Result<StagedUnit> {
+    let mut files = Vec::with_capacity(encoded.len());
+    for file in encoded {
+        match lake.put_encoded(unit, file).await {
+            Ok(f) => files.push(f),
+            Err(e) => {
+                lake.discard(&files).await;
+                return Err(e);
+            }
+        }
     }
     Ok(StagedUnit { unit: unit.clone(), files, counts })
 }
@@ -144,7 +217,7 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole.
     let mut rebuilt = Vec::with_capacity(bytes.len());
-    render(&parsed.skeleton, layout, parsed.leaves.iter().map(|l| &l.value), &mut rebuilt)?;
+    render_parsed(&parsed, &mut rebuilt)?;
     let original = (rebuilt != bytes).then_some(bytes.as_slice());
     if original.is_some() {
         tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
@@ -153,7 +226,11 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
     for row in &parsed.leaves {
         let name = parsed.names.get(row.entry).ok_or_else(|| FormatError::Internal("leaf without entry".into()))?;
         let full = entry_name(&doc, row.seq);
-        columns.dump.entry(name.api.to_string()).or_default().push(row, full, name, origin);
+        // Looked up before inserting: the key is allocated once per family, not per leaf.
+        match columns.dump.get_mut(name.api) {
+            Some(cols) => cols.push(row, full, name, origin),
+            None => columns.dump.entry(name.api.to_string()).or_default().push(row, full, name, origin),
+        }
     }
 
     let stack = side_file(&dir.dir.join("stack.json"), |doc, layout, out| {
