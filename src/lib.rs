@@ -4,6 +4,7 @@
 //!
 //! This crate is a facade: it re-exports the library crates so one dependency brings them all.
 //! - [`format`]: the dataset format, the commit protocol and the msprobe codec;
+//! - [`query`]: SQL over runs with DataFusion, msprobe's metrics as functions, compare;
 //! - [`cli`]: the `probelake` command line (used by the binary).
 //!
 //! ```no_run
@@ -20,3 +21,4 @@
 
 pub use probelake_cli as cli;
 pub use probelake_format as format;
+pub use probelake_query as query;

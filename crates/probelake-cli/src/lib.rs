@@ -7,7 +7,9 @@
 #![warn(missing_docs)]
 
 mod cmd;
+mod output;
 mod progress;
+mod repl;
 mod report;
 mod uri;
 
@@ -22,7 +24,8 @@ Examples:
   probelake demo                          # make two toy runs, import them, show what is there
   probelake import ./dumps ./lake/run-a   # msprobe or verl dump tree -> dataset
   probelake info ./lake/run-a             # units, entries, leaves, bytes
-  probelake export ./lake/run-a ./back    # dataset -> the original msprobe files, byte for byte")]
+  probelake export ./lake/run-a ./back    # dataset -> the original msprobe files, byte for byte
+  probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql")]
 pub struct Cli {
     /// Print no progress bars or notes (errors are still printed).
     #[arg(short, long, global = true)]
@@ -44,6 +47,12 @@ pub enum Command {
     Export(cmd::export::Args),
     /// Show what a dataset holds.
     Info(cmd::info::Args),
+    /// Query runs with SQL (or open an interactive prompt).
+    Sql(cmd::sql::Args),
+    /// Compare a target run with a golden run, as `msprobe compare` does.
+    Compare(cmd::compare::Args),
+    /// Find where two runs first part, per step, stage and rank.
+    Divergence(cmd::divergence::Args),
     /// Make two toy msprobe runs (one with a numeric bug), import them and show them.
     Demo(cmd::demo::Args),
 }
@@ -68,6 +77,9 @@ pub fn run() -> ExitCode {
             Command::Import(args) => cmd::import::run(&ctx, args).await,
             Command::Export(args) => cmd::export::run(&ctx, args).await,
             Command::Info(args) => cmd::info::run(&ctx, args).await,
+            Command::Sql(args) => cmd::sql::run(&ctx, args).await,
+            Command::Compare(args) => cmd::compare::run(&ctx, args).await,
+            Command::Divergence(args) => cmd::divergence::run(&ctx, args).await,
             Command::Demo(args) => cmd::demo::run(&ctx, args).await,
         }
     });

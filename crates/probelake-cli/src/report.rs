@@ -11,11 +11,25 @@ pub fn error(err: &anyhow::Error) -> ExitCode {
             return ExitCode::SUCCESS;
         }
     }
-    eprintln!("probelake: {err:#}");
+    eprintln!("probelake: {}", chain_text(err));
     if let Some(hint) = hint(err) {
         eprintln!("hint: {hint}");
     }
     ExitCode::from(2)
+}
+
+/// The error chain joined by `: `, leaving out causes whose text the message before already
+/// holds (DataFusion and transparent wrappers repeat their source in their own message).
+fn chain_text(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if parts.last().is_some_and(|prev| prev.contains(text.as_str())) {
+            continue;
+        }
+        parts.push(text);
+    }
+    parts.join(": ")
 }
 
 fn hint(err: &anyhow::Error) -> Option<String> {

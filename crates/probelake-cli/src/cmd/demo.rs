@@ -6,8 +6,12 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use probelake_format::msprobe::{import, ImportOptions};
 use probelake_format::synth::{write_run, SynthSpec};
+use probelake_query::compare::{compare_unit, CompareOptions};
 
 use super::import::human_bytes;
+
+/// The canned first-divergence query, shipped in the binary so the demo runs anywhere.
+const FIRST_DIVERGENCE: &str = include_str!("../../../../sql/first_divergence.sql");
 use super::Context;
 use crate::progress::Bar;
 use crate::uri::open_lake;
@@ -17,7 +21,9 @@ use crate::uri::open_lake;
 #[command(after_help = "\
 Writes DIR/msprobe/{base,attnbug}: verl-layout msprobe dumps of a 2-layer transformer
 (forward and backward, 2 global steps, 3 stages), the second with its last layer's attention
-scale off by 1 %. Imports both into DIR/lake/{base,attnbug} and prints what is there.
+scale off by 1 %. Imports both into DIR/lake/{base,attnbug}, prints what is there and runs
+sql/first_divergence.sql over the pair (the first item where the runs part, per unit) and
+msprobe's compare table for every unit (DIR/compare/step{N}/{stage}/compare_result_rank0.csv).
 
 Example:
   probelake demo /tmp/probelake-demo")]
@@ -67,9 +73,57 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     }
     let base = dir.join("lake").join("base");
     let bug = dir.join("lake").join("attnbug");
+
+    // The demo's bug is small (1 %), so ask for the first difference of any size.
+    let query = FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", "SELECT 0 AS threshold");
+    let specs = [format!("target={}", bug.display()), format!("golden={}", base.display())];
+    let session = super::sql::open_runs(&specs, None, false).await?;
+    let batches = session.collect(&query).await.context("running sql/first_divergence.sql")?;
+    println!(
+        "\nfirst divergence of attnbug from base, per (step, stage, rank) (sql/first_divergence.sql, threshold 0):"
+    );
+    let mut out = std::io::stdout().lock();
+    crate::output::write_batches(&mut out, &batches, crate::output::OutputFormat::Table, 0)?;
+    drop(out);
+
+    // msprobe's compare table for every unit, as `probelake compare` writes it.
+    let (t_lake, g_lake) = (open_lake(&bug.to_string_lossy())?, open_lake(&base.to_string_lossy())?);
+    let (t_units, g_units) = (t_lake.units().await?, g_lake.units().await?);
+    let (pairs, _) = super::compare::pair_units(&t_units, &g_units, |_| true);
+    let out_dir = dir.join("compare");
+    println!("\nmsprobe compare of attnbug (target) against base (golden), per unit -> {}:", out_dir.display());
+    println!(
+        "  {:>4} {:<24} {:>4} {:>6} {:>6} {:>8} {:>6}",
+        "step", "stage", "rank", "rows", "pass", "warning", "error"
+    );
+    for (t, g) in pairs {
+        let result = compare_unit(&t_lake, t, &g_lake, g, &CompareOptions::default()).await?;
+        let col = result.header.iter().position(|h| h == "Result");
+        let count =
+            |what: &str| result.rows.iter().filter(|r| col.and_then(|c| r.get(c)).is_some_and(|v| v == what)).count();
+        println!(
+            "  {:>4} {:<24} {:>4} {:>6} {:>6} {:>8} {:>6}",
+            t.unit.step,
+            t.unit.stage,
+            t.unit.rank,
+            result.rows.len(),
+            count("pass"),
+            count("warning"),
+            count("error")
+        );
+        let folder = out_dir.join(format!("step{}", t.unit.step)).join(&t.unit.stage);
+        std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+        let mut csv = Vec::new();
+        result.write_csv(&mut csv)?;
+        let path = folder.join(format!("compare_result_rank{}.csv", t.unit.rank));
+        std::fs::write(&path, csv).with_context(|| format!("writing {}", path.display()))?;
+    }
+
     println!("\nnext:");
     println!("  probelake info {}", base.display());
     println!("  probelake export {} {}", bug.display(), dir.join("exported").display());
     println!("  diff -r {} {}", dir.join("msprobe").join("attnbug").display(), dir.join("exported").display());
+    println!("  probelake divergence {} {} --threshold 0", bug.display(), base.display());
+    println!("  probelake sql --run target={} --run golden={} -f sql/top_diffs.sql", bug.display(), base.display());
     Ok(ExitCode::SUCCESS)
 }

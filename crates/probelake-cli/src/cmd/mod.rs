@@ -1,9 +1,12 @@
 //! One module per subcommand: its arguments and its `run`.
 
+pub mod compare;
 pub mod demo;
+pub mod divergence;
 pub mod export;
 pub mod import;
 pub mod info;
+pub mod sql;
 
 /// Settings every command shares.
 pub struct Context {

@@ -1,0 +1,272 @@
+//! `probelake compare TARGET GOLDEN`: msprobe's compare table for every unit in both runs.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _};
+use probelake_format::msprobe::{import, ImportOptions, NoProgress};
+use probelake_format::{CommitRecord, Lake, Unit};
+use probelake_query::compare::{compare_unit, CompareMode, CompareOptions, UnitComparison};
+
+use super::Context;
+use crate::uri::{local_dir, open_lake};
+
+/// The compare mode on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Detect it from the dumps, as msprobe does.
+    Auto,
+    /// Max/Min/Mean/Norm differences.
+    Statistics,
+    /// CRC-32 equality.
+    Md5,
+    /// Metrics over the dumped tensors.
+    Tensor,
+}
+
+/// Where results go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    /// msprobe's CSV files.
+    Csv,
+    /// The same table as Parquet files.
+    Parquet,
+    /// A text table on stdout (the first columns).
+    Table,
+}
+
+/// Compare a target run with a golden run, as `msprobe compare` does.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+TARGET (the NPU side) and GOLDEN (the bench side) are datasets, or msprobe dump folders /
+dump.json files, which are imported into a temporary dataset first. Every (step, stage, rank)
+present in both is compared (narrow with --step/--stage/--rank); the output is msprobe 26.2's
+table, cell for cell: one compare_result_rank{R}_{timestamp}.csv per unit, in
+OUTDIR/step{N}/{stage}/ when several units are compared.
+
+Exit code: 0 when no row's Result is `error`, 1 when some are, 2 on errors.
+
+Examples:
+  probelake compare ./lake/npu ./lake/gpu -o ./cmp
+  probelake compare npu/step0/rank0/dump.json gpu/step0/rank0/dump.json -o ./cmp")]
+pub struct Args {
+    /// The target run (dataset, msprobe folder or dump.json).
+    pub target: String,
+    /// The golden run (dataset, msprobe folder or dump.json).
+    pub golden: String,
+    /// Folder for the result files.
+    #[arg(short = 'o', long = "output", default_value = "./output")]
+    pub output: PathBuf,
+    /// Only this step.
+    #[arg(long, allow_hyphen_values = true)]
+    pub step: Option<i64>,
+    /// Only this stage.
+    #[arg(long)]
+    pub stage: Option<String>,
+    /// Only this rank.
+    #[arg(long, allow_hyphen_values = true)]
+    pub rank: Option<i64>,
+    /// The comparison mode.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub mode: ModeArg,
+    /// Write .xlsx instead of .csv (not supported yet).
+    #[arg(long)]
+    pub xlsx: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "csv")]
+    pub format: CompareFormat,
+}
+
+/// A run given on the command line: an existing dataset, or msprobe files imported into a
+/// temporary one (kept alive by the guard).
+pub struct Opened {
+    /// The dataset.
+    pub lake: Lake,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// Opens `arg` as a dataset, importing msprobe files on the fly.
+pub async fn open_run(arg: &str, what: &str) -> anyhow::Result<Opened> {
+    if let Some(dir) = local_dir(arg) {
+        if !dir.exists() {
+            bail!("{what} {arg}: no such file or folder");
+        }
+        if !dir.join("_probelake/manifest.json").exists() {
+            let tmp = tempfile::tempdir().context("creating a temporary dataset")?;
+            let lake = Lake::local(tmp.path())?;
+            import(&dir, &lake, &ImportOptions::default(), &NoProgress)
+                .await
+                .with_context(|| format!("importing {what} {arg}"))?;
+            return Ok(Opened { lake, _tmp: Some(tmp) });
+        }
+    }
+    Ok(Opened { lake: open_lake(arg)?, _tmp: None })
+}
+
+/// The units in both runs that pass the filters, and notes on those skipped.
+pub fn pair_units<'a>(
+    target: &'a [CommitRecord],
+    golden: &'a [CommitRecord],
+    select: impl Fn(&Unit) -> bool,
+) -> (Vec<(&'a CommitRecord, &'a CommitRecord)>, Vec<String>) {
+    let mut pairs = Vec::new();
+    let mut skipped = Vec::new();
+    for t in target.iter().filter(|r| select(&r.unit)) {
+        match golden.iter().find(|g| g.unit == t.unit) {
+            Some(g) => pairs.push((t, g)),
+            None => skipped.push(format!("{} is only in the target", t.unit)),
+        }
+    }
+    for g in golden.iter().filter(|r| select(&r.unit)) {
+        if !target.iter().any(|t| t.unit == g.unit) {
+            skipped.push(format!("{} is only in the golden run", g.unit));
+        }
+    }
+    (pairs, skipped)
+}
+
+fn file_name(unit: &Unit, stamp: &str, ext: &str) -> String {
+    if unit.rank >= 0 {
+        format!("compare_result_rank{}_{stamp}.{ext}", unit.rank)
+    } else {
+        format!("compare_result_{stamp}.{ext}")
+    }
+}
+
+/// Runs the comparison.
+pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
+    if args.xlsx {
+        bail!("--xlsx is not supported yet: the CSV holds the same table (open it in a spreadsheet)");
+    }
+    let mode = match args.mode {
+        ModeArg::Auto => None,
+        ModeArg::Statistics => Some(CompareMode::Statistics),
+        ModeArg::Md5 => Some(CompareMode::Md5),
+        ModeArg::Tensor => Some(CompareMode::Tensor),
+    };
+    let target = open_run(&args.target, "target").await?;
+    let golden = open_run(&args.golden, "golden").await?;
+    let (t_units, g_units) = (target.lake.units().await?, golden.lake.units().await?);
+    let select = |u: &Unit| {
+        args.step.is_none_or(|s| s == u.step)
+            && args.stage.as_deref().is_none_or(|s| s == u.stage)
+            && args.rank.is_none_or(|r| r == u.rank)
+    };
+    let (pairs, skipped) = pair_units(&t_units, &g_units, select);
+    for note in &skipped {
+        ctx.note(&format!("skipped: {note}"));
+    }
+    if pairs.is_empty() {
+        bail!(
+            "no (step, stage, rank) is in both runs{}; `probelake info` lists each run's units",
+            if skipped.is_empty() { "" } else { " (see the skipped units above)" }
+        );
+    }
+    let stamp = timestamp();
+    let nested = pairs.len() > 1;
+    let opts = CompareOptions { mode };
+    let mut errors = 0usize;
+    let mut written = Vec::new();
+    for (t, g) in &pairs {
+        let result = compare_unit(&target.lake, t, &golden.lake, g, &opts)
+            .await
+            .with_context(|| format!("comparing {}", t.unit))?;
+        errors += count_errors(&result);
+        match args.format {
+            CompareFormat::Table => print_table(&result)?,
+            CompareFormat::Csv | CompareFormat::Parquet => {
+                let dir = if nested {
+                    args.output.join(format!("step{}", t.unit.step)).join(&t.unit.stage)
+                } else {
+                    args.output.clone()
+                };
+                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                let ext = if args.format == CompareFormat::Csv { "csv" } else { "parquet" };
+                let path = dir.join(file_name(&t.unit, &stamp, ext));
+                write_result(&result, &path, args.format)?;
+                written.push(path);
+            }
+        }
+    }
+    ctx.note(&format!(
+        "compared {} unit(s) ({} skipped); {} row(s) with Result `error`",
+        pairs.len(),
+        skipped.len(),
+        errors
+    ));
+    for path in &written {
+        ctx.note(&format!("  {}", path.display()));
+    }
+    Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn count_errors(result: &UnitComparison) -> usize {
+    let Some(col) = result.header.iter().position(|h| h == "Result") else { return 0 };
+    result.rows.iter().filter(|r| r.get(col).is_some_and(|c| c == "error")).count()
+}
+
+fn write_result(result: &UnitComparison, path: &Path, format: CompareFormat) -> anyhow::Result<()> {
+    let mut buf = Vec::new();
+    match format {
+        CompareFormat::Parquet => crate::output::write_string_table(&mut buf, &result.header, &result.rows)?,
+        _ => result.write_csv(&mut buf)?,
+    }
+    std::fs::write(path, buf).with_context(|| format!("writing {}", path.display()))
+}
+
+fn print_table(result: &UnitComparison) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{} ({:?} mode)", result.unit, result.mode)?;
+    let keep = [
+        "NPU Name",
+        "NPU Dtype",
+        "Bench Dtype",
+        "MaxRelativeErr",
+        "NormRelativeErr",
+        "Cosine",
+        "NPU MD5",
+        "BENCH MD5",
+        "Result",
+    ];
+    let cols: Vec<usize> =
+        result.header.iter().enumerate().filter(|(_, h)| keep.contains(&h.as_str())).map(|(i, _)| i).collect();
+    let line = |cells: Vec<&str>| cells.join(" | ");
+    writeln!(out, "{}", line(cols.iter().filter_map(|&i| result.header.get(i).map(String::as_str)).collect()))?;
+    for row in &result.rows {
+        writeln!(out, "{}", line(cols.iter().filter_map(|&i| row.get(i).map(String::as_str)).collect()))?;
+    }
+    Ok(())
+}
+
+/// Local time as msprobe stamps its files (`%Y%m%d%H%M%S`); UTC here, as we carry no tz data.
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}{m:02}{d:02}{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Days since 1970-01-01 to (year, month, day), Howard Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_dates() {
+        assert_eq!(super::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(super::civil_from_days(20_779), (2026, 11, 22));
+    }
+}

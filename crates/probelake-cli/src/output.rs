@@ -1,0 +1,113 @@
+//! Writing query results as a table, CSV, JSON, NDJSON or Parquet.
+
+use std::io::Write;
+
+use anyhow::bail;
+use probelake_query::datafusion::arrow::csv::WriterBuilder;
+use probelake_query::datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
+use probelake_query::datafusion::arrow::record_batch::RecordBatch;
+use probelake_query::datafusion::arrow::util::pretty::pretty_format_batches;
+use probelake_query::datafusion::parquet::arrow::ArrowWriter;
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// An aligned text table (at most --maxrows rows).
+    Table,
+    /// CSV with a header.
+    Csv,
+    /// One JSON array of objects.
+    Json,
+    /// One JSON object per line.
+    Ndjson,
+    /// A Parquet file (needs -o).
+    Parquet,
+}
+
+/// Writes `batches` to `out` in `format`; `maxrows` limits the table format (0: all).
+pub fn write_batches(
+    out: &mut dyn Write,
+    batches: &[RecordBatch],
+    format: OutputFormat,
+    maxrows: usize,
+) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Table => {
+            let total: usize = batches.iter().map(|b| b.num_rows()).sum();
+            let shown: Vec<RecordBatch> = if maxrows == 0 || total <= maxrows {
+                batches.to_vec()
+            } else {
+                let mut left = maxrows;
+                let mut kept = Vec::new();
+                for b in batches {
+                    if left == 0 {
+                        break;
+                    }
+                    let n = b.num_rows().min(left);
+                    kept.push(b.slice(0, n));
+                    left -= n;
+                }
+                kept
+            };
+            if shown.iter().all(|b| b.num_rows() == 0) {
+                writeln!(out, "(0 rows)")?;
+                return Ok(());
+            }
+            writeln!(out, "{}", pretty_format_batches(&shown)?)?;
+            if total > shown.iter().map(|b| b.num_rows()).sum::<usize>() {
+                writeln!(out, "({total} rows, first {maxrows} shown; --maxrows 0 shows all)")?;
+            } else {
+                writeln!(out, "({total} row{})", if total == 1 { "" } else { "s" })?;
+            }
+        }
+        OutputFormat::Csv => {
+            let mut w = WriterBuilder::new().with_header(true).build(out);
+            for b in batches {
+                w.write(b)?;
+            }
+        }
+        OutputFormat::Json => {
+            let mut w = ArrayWriter::new(out);
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        }
+        OutputFormat::Ndjson => {
+            let mut w = LineDelimitedWriter::new(out);
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        }
+        OutputFormat::Parquet => {
+            let Some(first) = batches.first() else {
+                bail!("no rows to write as Parquet");
+            };
+            let mut buf = Vec::new();
+            let mut w = ArrowWriter::try_new(&mut buf, first.schema(), None)?;
+            for b in batches {
+                w.write(b)?;
+            }
+            w.close()?;
+            out.write_all(&buf)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes a table of strings (compare results) as Parquet with one UTF-8 column per header.
+pub fn write_string_table(out: &mut Vec<u8>, header: &[String], rows: &[Vec<String>]) -> anyhow::Result<()> {
+    use probelake_query::datafusion::arrow::array::{ArrayRef, StringArray};
+    use probelake_query::datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let schema = Arc::new(Schema::new(header.iter().map(|h| Field::new(h, DataType::Utf8, true)).collect::<Vec<_>>()));
+    let columns: Vec<ArrayRef> = (0..header.len())
+        .map(|i| Arc::new(rows.iter().map(|r| r.get(i).map(String::as_str)).collect::<StringArray>()) as ArrayRef)
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), columns)?;
+    let mut w = ArrowWriter::try_new(out, schema, None)?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(())
+}

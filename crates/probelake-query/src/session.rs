@@ -1,0 +1,186 @@
+//! A DataFusion session in which every run is a schema.
+//!
+//! ```text
+//! probelake sql --run base=lake/a --run new=lake/b
+//!   base.dump  base.stack  base.construct  base.tensor  base.source
+//!   new.dump   new.stack   …
+//!   dump, stack, …   (the first run is also the default schema)
+//! ```
+
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::{DataFrame, SQLOptions, SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use probelake_format::{Lake, Table};
+
+use crate::error::{QueryError, Result};
+use crate::table::LakeTable;
+
+/// The catalog the runs live in.
+pub const CATALOG: &str = "probelake";
+
+/// One run given to a session.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Its schema name (`[a-z_][a-z0-9_]*`).
+    pub name: String,
+    /// Its dataset.
+    pub lake: Lake,
+}
+
+impl Run {
+    /// A run named `name`.
+    pub fn new(name: impl Into<String>, lake: Lake) -> Self {
+        Run { name: name.into(), lake }
+    }
+}
+
+/// What a session knows about one of its runs.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// Schema name.
+    pub name: String,
+    /// Where the dataset is.
+    pub location: String,
+    /// Committed units.
+    pub units: usize,
+    /// Data files per table.
+    pub files: Vec<(Table, usize)>,
+}
+
+/// A SQL session over runs; read-only unless built with writes allowed.
+pub struct RunSession {
+    ctx: SessionContext,
+    runs: Vec<RunSummary>,
+    allow_write: bool,
+}
+
+/// Checks that `name` can be an unquoted SQL schema name.
+pub fn check_run_name(name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(QueryError::RunName {
+            name: name.into(),
+            message:
+                "use lowercase letters, digits and `_`, starting with a letter (SQL folds unquoted names to lowercase)"
+                    .into(),
+        })
+    }
+}
+
+impl RunSession {
+    /// Registers every run (only committed units are listed); the first is the default schema.
+    pub async fn open(runs: Vec<Run>, allow_write: bool) -> Result<Self> {
+        let default_schema = runs.first().map_or("public".to_string(), |r| r.name.clone());
+        let config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_create_default_catalog_and_schema(false)
+            .with_default_catalog_and_schema(CATALOG, &default_schema);
+        let ctx = SessionContext::new_with_config(config);
+        for f in crate::udf::functions() {
+            ctx.register_udf(f.as_ref().clone());
+        }
+        let catalog = Arc::new(MemoryCatalogProvider::new());
+        ctx.register_catalog(CATALOG, Arc::clone(&catalog) as Arc<dyn CatalogProvider>);
+        let mut summaries = Vec::new();
+        for (i, run) in runs.iter().enumerate() {
+            check_run_name(&run.name)?;
+            if summaries.iter().any(|s: &RunSummary| s.name == run.name) {
+                return Err(QueryError::RunName { name: run.name.clone(), message: "given twice".into() });
+            }
+            let url = ObjectStoreUrl::parse(format!("probelake://run{i}"))?;
+            ctx.register_object_store(url.as_ref(), Arc::clone(run.lake.store()));
+            let units = run.lake.units().await?;
+            let schema = Arc::new(MemorySchemaProvider::new());
+            let mut files = Vec::new();
+            for table in Table::ALL {
+                let provider = LakeTable::new(&run.lake, url.clone(), table, &units);
+                files.push((table, provider.file_count()));
+                schema.register_table(table.name().to_string(), Arc::new(provider))?;
+            }
+            catalog.register_schema(&run.name, schema as Arc<dyn SchemaProvider>)?;
+            summaries.push(RunSummary {
+                name: run.name.clone(),
+                location: run.lake.display().to_string(),
+                units: units.len(),
+                files,
+            });
+        }
+        Ok(RunSession { ctx, runs: summaries, allow_write })
+    }
+
+    /// The DataFusion context, for DataFrame use.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The runs, in the order given.
+    pub fn runs(&self) -> &[RunSummary] {
+        &self.runs
+    }
+
+    fn options(&self) -> SQLOptions {
+        SQLOptions::new().with_allow_ddl(self.allow_write).with_allow_dml(self.allow_write).with_allow_statements(true)
+    }
+
+    /// Plans every statement of `sql` (`;`-separated), refusing writes unless allowed.
+    pub async fn plan(&self, sql: &str) -> Result<Vec<LogicalPlan>> {
+        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
+        let state = self.ctx.state();
+        let mut plans = Vec::with_capacity(statements.len());
+        for statement in statements {
+            if !self.allow_write {
+                refuse_external_reads(&statement)?;
+            }
+            let plan = state.statement_to_plan(statement).await?;
+            self.options().verify_plan(&plan).map_err(|e| {
+                datafusion::error::DataFusionError::Plan(format!(
+                    "{e}; probelake sql is read-only, pass --allow-write to run it"
+                ))
+            })?;
+            plans.push(plan);
+        }
+        Ok(plans)
+    }
+
+    /// Runs `sql` and returns the DataFrame of its last statement.
+    pub async fn sql(&self, sql: &str) -> Result<Option<DataFrame>> {
+        let mut last = None;
+        for plan in self.plan(sql).await? {
+            last = Some(self.ctx.execute_logical_plan(plan).await?);
+        }
+        Ok(last)
+    }
+
+    /// Runs `sql` and collects the last statement's rows.
+    pub async fn collect(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        match self.sql(sql).await? {
+            Some(df) => Ok(df.collect().await?),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Read-only sessions read registered runs only: table functions and URLs in FROM (which
+/// DataFusion can resolve to files) are refused.
+fn refuse_external_reads(statement: &Statement) -> Result<()> {
+    let text = statement.to_string().to_ascii_lowercase();
+    for pattern in ["read_parquet(", "read_csv(", "read_json(", "read_avro(", "'s3://", "'file://", "'/"] {
+        if text.contains(pattern) {
+            return Err(datafusion::error::DataFusionError::Plan(format!(
+                "reading outside the registered runs (`{pattern}`) is refused; register the data with --run, or pass --allow-write"
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}

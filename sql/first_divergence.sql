@@ -1,0 +1,54 @@
+-- Where do two runs first part? For every (step, stage, rank) present in both runs, the first
+-- entry in execution order with an output whose max, min, mean or norm differs by more than
+-- `threshold` (msprobe's -da rule: relative error > 0.5; 0 names the first difference at all).
+-- Runs: --run target=DATASET --run golden=DATASET. Edit the threshold in `params` below.
+-- Backward entries are matched as msprobe does: by their order among backward calls of the
+-- same op, not by their call counter.
+WITH params AS (SELECT 0.5 AS threshold),
+outputs AS (
+    SELECT 'target' AS side, step, stage, rank, inner_step, pid, seq, name, op, call, direction, item,
+           max, min, mean, norm
+    FROM target.dump
+    WHERE section = 'output'
+      AND name NOT LIKE 'Torch.empty%' AND name NOT LIKE 'Torch.fill%' AND name NOT LIKE 'Tensor.__setitem__%'
+    UNION ALL
+    SELECT 'golden', step, stage, rank, inner_step, pid, seq, name, op, call, direction, item, max, min, mean, norm
+    FROM golden.dump
+    WHERE section = 'output'
+),
+numbered AS (
+    SELECT *, dense_rank() OVER (PARTITION BY side, step, stage, rank, inner_step, pid, op, direction ORDER BY seq) - 1
+              AS backward_order
+    FROM outputs
+),
+keyed AS (
+    SELECT *,
+           CASE
+               WHEN direction <> 'backward' THEN item
+               WHEN name LIKE '%.backward' THEN op || '.' || CAST(backward_order AS VARCHAR) || '.backward'
+                                                || substr(item, length(name) + 1)
+               ELSE op || '.backward.' || CAST(backward_order AS VARCHAR) || substr(item, length(name) + 1)
+           END AS key
+    FROM numbered
+),
+t AS (SELECT * FROM keyed WHERE side = 'target'),
+g AS (SELECT * FROM keyed WHERE side = 'golden'),
+diverging AS (
+    SELECT t.step, t.stage, t.rank, t.seq, t.name, t.item,
+           greatest(coalesce(rel_err(t.max, g.max), 0), coalesce(rel_err(t.min, g.min), 0),
+                    coalesce(rel_err(t.mean, g.mean), 0), coalesce(rel_err(t.norm, g.norm), 0)) AS rel_err,
+           t.max AS target_max, g.max AS golden_max, t.norm AS target_norm, g.norm AS golden_norm
+    FROM t
+    JOIN g ON t.step = g.step AND t.stage = g.stage AND t.rank = g.rank AND t.key = g.key
+          AND t.inner_step IS NOT DISTINCT FROM g.inner_step
+    CROSS JOIN params p
+    WHERE rel_err(t.max, g.max) > p.threshold OR rel_err(t.min, g.min) > p.threshold
+       OR rel_err(t.mean, g.mean) > p.threshold OR rel_err(t.norm, g.norm) > p.threshold
+),
+ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY step, stage, rank ORDER BY seq, item) AS n FROM diverging
+)
+SELECT step, stage, rank, name AS first_divergence, item, rel_err, target_max, golden_max, target_norm, golden_norm
+FROM ranked
+WHERE n = 1
+ORDER BY step, stage, rank;

@@ -1,0 +1,163 @@
+//! `probelake sql` over real and synthesized runs: counts, typing, pruning, the canned
+//! queries, the first-divergence acceptance case and the read-only guard.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli;
+use crate::fixtures::root;
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn sql(args: &[&str]) -> String {
+    let out = cli::ok(std::iter::once("sql").chain(args.iter().copied()));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A synthesized base run and a bug run, imported.
+fn demo_pair(tmp: &Path) -> (PathBuf, PathBuf) {
+    let out = cli::ok([Path::new("demo"), tmp, Path::new("-q")]);
+    assert!(out.status.success());
+    (tmp.join("lake/base"), tmp.join("lake/attnbug"))
+}
+
+#[test]
+fn counts_types_and_ordering() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (base, _) = demo_pair(tmp.path());
+    let base = base.to_string_lossy().into_owned();
+    let info = String::from_utf8_lossy(&cli::ok(["info", &base]).stdout).into_owned();
+    let leaves: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("total: "))
+        .and_then(|l| l.split(", ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("leaves in info");
+    let count = sql(&["--run", &format!("a={base}"), "-c", "SELECT count(*) AS n FROM dump", "--format", "csv"]);
+    assert_eq!(count.lines().nth(1), Some(leaves.to_string().as_str()), "{count}");
+    let steps = sql(&[&base, "-c", "SELECT DISTINCT step FROM dump ORDER BY step", "--format", "csv"]);
+    assert_eq!(steps, "step\n1\n2\n");
+    let types = sql(&[
+        &base,
+        "-c",
+        "SELECT arrow_typeof(step) AS s, arrow_typeof(rank) AS r, arrow_typeof(stage) AS g FROM dump LIMIT 1",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(types.lines().nth(1), Some("Int64,Int64,Utf8"), "{types}");
+}
+
+#[test]
+fn stage_filter_prunes_files() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (base, _) = demo_pair(tmp.path());
+    let base = base.to_string_lossy().into_owned();
+    let plan =
+        sql(&[&base, "-c", "EXPLAIN ANALYZE SELECT count(*) FROM dump WHERE stage = 'actor_update'", "--maxrows", "0"]);
+    assert!(plan.contains("stage=actor_update"), "{plan}");
+    assert!(!plan.contains("stage=ref_compute_log_prob"), "pruning did not happen:\n{plan}");
+    let all = sql(&[&base, "-c", "EXPLAIN ANALYZE SELECT count(*) FROM dump", "--maxrows", "0"]);
+    assert!(all.contains("stage=ref_compute_log_prob"), "{all}");
+}
+
+#[test]
+fn writes_are_refused_without_allow_write() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (base, _) = demo_pair(tmp.path());
+    let base = base.to_string_lossy().into_owned();
+    let target = tmp.path().join("copy.parquet");
+    let statements = [
+        format!("COPY (SELECT 1) TO '{}'", target.display()),
+        format!("CREATE EXTERNAL TABLE x STORED AS PARQUET LOCATION '{}'", tmp.path().display()),
+        "INSERT INTO dump SELECT * FROM dump".to_string(),
+    ];
+    for statement in &statements {
+        let out = cli::probelake(["sql", &base, "-c", statement]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{statement}: {err}");
+        assert!(
+            err.contains("--allow-write") || err.contains("not supported") || err.contains("read-only"),
+            "{statement}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!target.exists());
+    cli::ok(["sql", &base, "--allow-write", "-c", &statements[0]]);
+    assert!(target.exists());
+}
+
+#[test]
+fn sql_errors_name_the_position() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (base, _) = demo_pair(tmp.path());
+    let out = cli::probelake(["sql", &base.to_string_lossy(), "-c", "SELEC * FROM dump"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("Line: 1") || err.contains("line 1"), "{err}");
+    let out = cli::probelake(["sql", &base.to_string_lossy(), "-c", "SELECT nope FROM dump"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nope"), "{err}");
+}
+
+#[test]
+fn canned_queries_run_on_the_demo() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (base, bug) = demo_pair(tmp.path());
+    let (base, bug) = (base.to_string_lossy().into_owned(), bug.to_string_lossy().into_owned());
+    for file in std::fs::read_dir(repo("sql")).expect("sql/").flatten() {
+        let path = file.path();
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.starts_with("-- "), "{} must start with a comment saying what it answers", path.display());
+        cli::ok([
+            "sql",
+            "--run",
+            &format!("target={bug}"),
+            "--run",
+            &format!("golden={base}"),
+            "-f",
+            &path.to_string_lossy(),
+        ]);
+    }
+}
+
+fn first_divergence(target: &Path, golden: &Path, threshold: &str) -> String {
+    let text = std::fs::read_to_string(repo("sql/first_divergence.sql")).expect("read");
+    let text = text.replace("SELECT 0.5 AS threshold", &format!("SELECT {threshold} AS threshold"));
+    sql(&[
+        "--run",
+        &format!("target={}", target.display()),
+        "--run",
+        &format!("golden={}", golden.display()),
+        "-c",
+        &text,
+        "--format",
+        "csv",
+    ])
+}
+
+#[test]
+fn first_divergence_on_the_fixture_runs() {
+    let Some(fixtures) = root() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (bug, base) = (tmp.path().join("bug"), tmp.path().join("base"));
+    cli::import(&fixtures.join("runs/verl-l1-stats-attnbug"), &bug);
+    cli::import(&fixtures.join("runs/verl-l1-stats-base"), &base);
+    let pick = |csv: &str, stage: &str| -> Option<String> {
+        csv.lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f.first() == Some(&"1") && f.get(1) == Some(&stage))
+            .and_then(|f| f.get(3).map(|s| s.to_string()))
+    };
+    let any = first_divergence(&bug, &base, "0");
+    let rule = first_divergence(&bug, &base, "0.5");
+    for stage in ["actor_compute_log_prob", "actor_update"] {
+        assert_eq!(pick(&any, stage).as_deref(), Some("Tensor.__mul__.1.forward"), "{any}");
+        assert_eq!(pick(&rule, stage).as_deref(), Some("Functional.layer_norm.3.forward"), "{rule}");
+    }
+    assert_eq!(pick(&any, "ref_compute_log_prob"), None, "{any}");
+    assert_eq!(pick(&rule, "ref_compute_log_prob"), None, "{rule}");
+}
