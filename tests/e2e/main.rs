@@ -3,7 +3,10 @@
 
 mod bad_input;
 mod cli;
+mod compare;
+mod divergence;
 mod fixtures;
 mod leaves;
 mod roundtrip;
+mod sql;
 mod synth;

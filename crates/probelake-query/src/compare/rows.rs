@@ -1,0 +1,227 @@
+//! The per-row rules of msprobe's compare (semantics §4, §5.1): the cells a leaf yields
+//! (synthetic fields of non-tensors), its state order and its join key with backward
+//! renumbering. The SQL functions of `crate::udf` (`msprobe_compare_*`) wrap them; the join
+//! itself is the DataFusion plan of `compare::plan`.
+
+use probelake_format::json::{self, Node, Value};
+
+use super::md5::crc32_hex;
+use super::pyfmt::{py_bool, py_int_list, py_str_node, py_type_name, PyVal};
+
+/// One side of one compare row, with every cell msprobe derives from the dump.
+#[derive(Debug, Clone)]
+pub(crate) struct Side {
+    /// Row name (`…forward.input.0`, or the tensor file stem).
+    pub name: String,
+    /// The dump key (entry name).
+    pub key: String,
+    /// Dtype text; `None` for a JSON null leaf (printed `N/A`).
+    pub dtype: Option<String>,
+    /// Shape text; `None` for a JSON null leaf.
+    pub shape: Option<String>,
+    /// `True`/`False`, or `None` when the leaf has no requires_grad (printed `N/A`).
+    pub requires_grad: Option<String>,
+    /// Max, Min, Mean, Norm as Python objects.
+    pub stats: [PyVal; 4],
+    /// CRC-32 text; `None` for a null leaf.
+    pub md5: Option<String>,
+    /// Tensor file name, `-1` when the leaf has none.
+    pub data_name: String,
+    /// Whether the leaf carries an `md5` field (decides md5 mode).
+    pub has_md5: bool,
+}
+
+impl Side {
+    /// The cell texts of the requires_grad column.
+    pub(crate) fn requires_grad_cell(&self) -> &str {
+        self.requires_grad.as_deref().unwrap_or("N/A")
+    }
+}
+
+/// The direction of a dump key from its last two segments (§4.1); `None` drops the key.
+fn key_direction(key: &str) -> Option<&'static str> {
+    let mut segs = key.rsplit('.');
+    let last = segs.next().unwrap_or_default();
+    let second = segs.next().unwrap_or_default();
+    if last == "parameters_grad" || second == "parameters_grad" {
+        Some("parameters_grad")
+    } else if last == "forward" || second == "forward" {
+        Some("forward")
+    } else if last == "backward" || second == "backward" {
+        Some("backward")
+    } else {
+        None
+    }
+}
+
+/// msprobe's order of a leaf inside its entry (§5.1): 0 input (`input_args`, `input_kwargs`,
+/// `input`, debug values), 1 `parameters`, 2 `output`, 3 fields of a `parameters_grad` entry;
+/// `None` when the entry has no direction (msprobe drops it).
+pub(crate) fn compare_state(name: &str, section: &str) -> Option<i32> {
+    Some(match (key_direction(name)?, section) {
+        ("parameters_grad", _) => 3,
+        (_, "output") => 2,
+        (_, "parameters") => 1,
+        _ => 0,
+    })
+}
+
+/// The group backward entries are renumbered in: the entry name without its last two segments
+/// (`op_no_number`), for backward entries only.
+pub(crate) fn backward_group(name: &str) -> Option<String> {
+    (key_direction(name)? == "backward").then(|| {
+        let segs: Vec<&str> = name.split('.').collect();
+        segs[..segs.len().saturating_sub(2)].join(".")
+    })
+}
+
+/// The join key of a row (§5.1): its item name, where for a backward entry the call number is
+/// replaced by `order`, the entry's rank among the backward entries of its group in file order.
+/// `None` when the entry has no direction (msprobe drops it).
+pub(crate) fn compare_key(name: &str, item: &str, order: i64) -> Option<String> {
+    if key_direction(name)? != "backward" {
+        return Some(item.to_owned());
+    }
+    let segs: Vec<&str> = name.split('.').collect();
+    let cut = segs.len().saturating_sub(2);
+    let op_no_number = segs[..cut].join(".");
+    let call_direction: Vec<String> =
+        segs[cut..]
+            .iter()
+            .map(|s| {
+                if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                    order.to_string()
+                } else {
+                    (*s).to_owned()
+                }
+            })
+            .collect();
+    let new_key = if op_no_number.is_empty() {
+        call_direction.join(".")
+    } else {
+        format!("{op_no_number}.{}", call_direction.join("."))
+    };
+    let suffix = item.strip_prefix(name).unwrap_or(item);
+    Some(format!("{new_key}{suffix}"))
+}
+
+/// Builds one side of a row from its item name, entry name and leaf JSON (§4.2 "Leaf row fields").
+pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
+    let parsed = json::parse(leaf_json.as_bytes()).ok();
+    let mut node: Option<&Node<'_>> = parsed.as_ref();
+    // A P2POp record is compared through its tensor.
+    if let Some(t) = node.and_then(|n| {
+        (n.value.get("class_type").and_then(|c| c.value.as_str()) == Some("torch.distributed.P2POp"))
+            .then(|| n.value.get("tensor"))
+            .flatten()
+    }) {
+        node = Some(t);
+    }
+    let data_name = node
+        .and_then(|n| n.value.get("data_name"))
+        .and_then(|d| d.value.as_str())
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| "-1".to_owned(), str::to_owned);
+    let base = Side {
+        name: item.to_owned(),
+        key: name.to_owned(),
+        dtype: None,
+        shape: None,
+        requires_grad: None,
+        stats: [PyVal::None, PyVal::None, PyVal::None, PyVal::None],
+        md5: None,
+        data_name,
+        has_md5: node.is_some_and(|n| n.value.get("md5").is_some()),
+    };
+    let Some(node) = node.filter(|n| matches!(n.value, Value::Object(_))) else { return base };
+    let get = |k: &str| node.value.get(k);
+    let requires_grad = get("requires_grad").map(|v| match &v.value {
+        Value::Bool(b) => py_bool(*b).to_owned(),
+        _ => py_str_node(v),
+    });
+    let kind = get("type").and_then(|t| t.value.as_str()).unwrap_or_default().to_owned();
+    let value = get("value");
+    let md5_field = get("md5").and_then(|m| m.value.as_str()).filter(|m| !m.is_empty()).map(str::to_owned);
+    let value_md5 = || crc32_hex(value.map(py_str_node).unwrap_or_default().as_bytes());
+    if let Some(dtype) = get("dtype") {
+        let shape = get("shape").map(|s| match &s.value {
+            Value::Array(items) => {
+                let dims: Option<Vec<i64>> = items
+                    .iter()
+                    .map(|d| match &d.value {
+                        Value::Number(t) => t.parse().ok(),
+                        _ => None,
+                    })
+                    .collect();
+                dims.map_or_else(|| py_str_node(s), |d| py_int_list(&d))
+            }
+            _ => py_str_node(s),
+        });
+        let stats = ["Max", "Min", "Mean", "Norm"].map(|k| PyVal::from_node(get(k)));
+        return Side {
+            dtype: Some(py_str_node(dtype)),
+            shape,
+            requires_grad,
+            stats,
+            md5: Some(md5_field.unwrap_or_else(value_md5)),
+            ..base
+        };
+    }
+    // Non-tensors get synthetic fields.
+    let last_seg = item.rsplit('.').next().unwrap_or_default();
+    let same4 = |v: PyVal| [v.clone(), v.clone(), v.clone(), v];
+    let (dtype, shape, stats, md5) = match kind.as_str() {
+        "torch.Size" => (kind.clone(), value.map(py_str_node).unwrap_or_default(), same4(PyVal::None), None),
+        "slice" => (kind.clone(), slice_shape(value), same4(PyVal::None), None),
+        "ellipsis" => (kind.clone(), "[]".into(), same4(PyVal::from_node(value)), None),
+        _ if matches!(last_seg, "src" | "dst" | "group_src" | "group_dst") => {
+            let text = value.map(py_str_node).unwrap_or_else(|| "None".into());
+            (kind.clone(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
+        }
+        "torch.ProcessGroup" => {
+            let text = get("group_ranks").map(py_str_node).unwrap_or_else(|| "None".into());
+            (kind.clone(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
+        }
+        _ => (py_type_name(value).to_owned(), "[]".into(), same4(PyVal::from_node(value)), None),
+    };
+    Side {
+        dtype: Some(dtype),
+        shape: Some(shape),
+        requires_grad,
+        stats,
+        md5: Some(md5_field.or(md5).unwrap_or_else(value_md5)),
+        ..base
+    }
+}
+
+/// numpy's shape text of a slice value `[start, stop, step]`: `(3,)`.
+fn slice_shape(value: Option<&Node<'_>>) -> String {
+    match value.map(|v| &v.value) {
+        Some(Value::Array(items)) => format!("({},)", items.len()),
+        _ => "()".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{backward_group, compare_key, compare_state};
+
+    #[test]
+    fn keys() {
+        let (name, item) = ("Functional.relu.5.backward", "Functional.relu.5.backward.input.0");
+        assert_eq!(backward_group(name).as_deref(), Some("Functional.relu"));
+        assert_eq!(compare_key(name, item, 0).as_deref(), Some("Functional.relu.0.backward.input.0"));
+        let module = "Module.fc.Linear.backward.3";
+        assert_eq!(
+            compare_key(module, "Module.fc.Linear.backward.3.output.0", 1).as_deref(),
+            Some("Module.fc.Linear.backward.1.output.0")
+        );
+        assert_eq!(
+            compare_key("Functional.relu.5.forward", "Functional.relu.5.forward.output.0", 7).as_deref(),
+            Some("Functional.relu.5.forward.output.0")
+        );
+        assert_eq!(compare_key("Distributed.barrier.0", "Distributed.barrier.0.x", 0), None);
+        assert_eq!(compare_state("Functional.relu.5.forward", "output"), Some(2));
+        assert_eq!(compare_state("M.fc.Linear.parameters_grad.0", "weight"), Some(3));
+    }
+}

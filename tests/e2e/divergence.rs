@@ -1,0 +1,86 @@
+//! `probelake divergence` and the `compare` command line.
+
+use std::path::Path;
+
+use crate::cli;
+use crate::fixtures::root;
+
+fn first_rows(stdout: &str) -> Vec<(String, String)> {
+    // CSV: step,stage,rank,first_divergence,...
+    stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            Some((format!("{}/{}", f.first()?, f.get(1)?), f.get(3)?.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn divergence_on_the_verl_fixture_runs() {
+    let Some(fixtures) = root() else { return };
+    let bug = fixtures.join("runs/verl-l1-stats-attnbug");
+    let base = fixtures.join("runs/verl-l1-stats-base");
+    // Straight from the msprobe folders: imported on the fly.
+    let out = cli::probelake([Path::new("divergence"), &bug, &base, Path::new("--format"), Path::new("csv")]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = first_rows(&String::from_utf8_lossy(&out.stdout));
+    for stage in ["actor_compute_log_prob", "actor_update"] {
+        let hit = rows.iter().find(|(k, _)| k == &format!("1/{stage}")).map(|(_, v)| v.as_str());
+        assert_eq!(hit, Some("Functional.layer_norm.3.forward"), "{rows:?}");
+    }
+    assert!(!rows.iter().any(|(k, _)| k.contains("ref_compute_log_prob")), "{rows:?}");
+    let out = cli::probelake([
+        Path::new("divergence"),
+        &bug,
+        &base,
+        Path::new("--threshold"),
+        Path::new("0"),
+        Path::new("--format"),
+        Path::new("csv"),
+    ]);
+    let rows = first_rows(&String::from_utf8_lossy(&out.stdout));
+    let hit = rows.iter().find(|(k, _)| k == "1/actor_update").map(|(_, v)| v.as_str());
+    assert_eq!(hit, Some("Tensor.__mul__.1.forward"), "{rows:?}");
+}
+
+#[test]
+fn identical_runs_do_not_diverge_and_compare_passes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    probelake_format::synth::write_run(&probelake_format::synth::SynthSpec::demo(), &src).expect("synth");
+    let ds = tmp.path().join("ds");
+    cli::import(&src, &ds);
+    let out = cli::probelake([Path::new("divergence"), &ds, &ds]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let cmp = tmp.path().join("cmp");
+    let out = cli::probelake([Path::new("compare"), &ds, &src, Path::new("-o"), &cmp]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let files = crate::fixtures::files_below(&cmp);
+    // 2 steps x 3 stages, nested as step{N}/{stage}/compare_result_rank0_<ts>.csv.
+    assert_eq!(files.len(), 6, "{files:?}");
+    for f in &files {
+        let text = std::fs::read_to_string(cmp.join(f)).expect("read");
+        assert!(text.starts_with("NPU Name,Bench Name,"), "{}", f.display());
+        assert!(!text.contains(",error,"), "{}", f.display());
+    }
+}
+
+#[test]
+fn compare_reports_what_it_skipped() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    probelake_format::synth::write_run(&probelake_format::synth::SynthSpec::demo(), &src).expect("synth");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    cli::import(&src, &a);
+    cli::import(&src.join("step_1"), &b);
+    let out = cli::probelake([Path::new("compare"), &a, &b, Path::new("-o"), &tmp.path().join("cmp")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("skipped: step 2 / stage actor_update / rank 0 is only in the target"), "{err}");
+    assert!(err.contains("compared 3 unit(s) (3 skipped)"), "{err}");
+    let out = cli::probelake([Path::new("compare"), &a, &b, Path::new("--step"), Path::new("7")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no (step, stage, rank) is in both runs"));
+}
