@@ -33,4 +33,8 @@ fi
 
 step "pytest tests/python"
 cargo build --quiet --bin probelake
-PROBELAKE_BIN="$(pwd)/$target/debug/probelake" "$venv/bin/python" -m pytest -q tests/python
+case "$target" in
+    /*) bin="$target/debug/probelake" ;;
+    *) bin="$(pwd)/$target/debug/probelake" ;;
+esac
+PROBELAKE_BIN="$bin" "$venv/bin/python" -m pytest -q tests/python
