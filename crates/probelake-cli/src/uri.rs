@@ -24,3 +24,13 @@ pub fn local_dir(uri: &str) -> Option<PathBuf> {
         None => None,
     }
 }
+
+/// Opens the dataset at `uri`, which must exist already (readers must not create folders).
+pub fn open_existing(uri: &str) -> anyhow::Result<Lake> {
+    if let Some(dir) = local_dir(uri) {
+        if !dir.exists() {
+            bail!("{uri}: no such dataset");
+        }
+    }
+    open_lake(uri)
+}

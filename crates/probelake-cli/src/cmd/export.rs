@@ -8,7 +8,7 @@ use probelake_format::msprobe::{export, ExportOptions};
 
 use super::Context;
 use crate::progress::Bar;
-use crate::uri::open_lake;
+use crate::uri::open_existing;
 
 /// Write a dataset back as msprobe files.
 #[derive(Debug, clap::Args)]
@@ -41,17 +41,7 @@ pub struct Args {
 
 /// Runs the export.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(dir) = args
-        .src
-        .strip_prefix("file://")
-        .map(PathBuf::from)
-        .or_else(|| (!args.src.contains("://")).then(|| PathBuf::from(&args.src)))
-    {
-        if !dir.exists() {
-            anyhow::bail!("{}: no such dataset", args.src);
-        }
-    }
-    let lake = open_lake(&args.src)?;
+    let lake = open_existing(&args.src)?;
     let options = ExportOptions { step: args.step, stage: args.stage, rank: args.rank, force: args.force };
     let bar = Bar::new("exporting", ctx.quiet);
     let report = export(&lake, &args.dst, &options, &bar).await.with_context(|| format!("exporting {}", args.src))?;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::import::human_bytes;
 use super::Context;
-use crate::uri::open_lake;
+use crate::uri::open_existing;
 
 /// Show what a dataset holds.
 #[derive(Debug, clap::Args)]
@@ -22,12 +22,7 @@ pub struct Args {
 
 /// Prints the table.
 pub async fn run(_ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(dir) = crate::uri::local_dir(&args.src) {
-        if !dir.exists() {
-            anyhow::bail!("{}: no such dataset", args.src);
-        }
-    }
-    let lake = open_lake(&args.src)?;
+    let lake = open_existing(&args.src)?;
     let units = lake.units().await?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "dataset {}: {} unit(s)", args.src, units.len())?;

@@ -10,7 +10,7 @@ use probelake_query::{Run, RunSession};
 
 use super::Context;
 use crate::output::{write_batches, OutputFormat};
-use crate::uri::open_lake;
+use crate::uri::open_existing;
 
 /// Query runs with SQL.
 #[derive(Debug, clap::Args)]
@@ -79,15 +79,6 @@ pub async fn open_runs(specs: &[String], bare: Option<&str>, allow_write: bool) 
         bail!("no dataset given: pass a path, or --run NAME=PATH (repeatable)");
     }
     Ok(RunSession::open(runs, allow_write).await?)
-}
-
-fn open_existing(uri: &str) -> anyhow::Result<probelake_format::Lake> {
-    if let Some(dir) = crate::uri::local_dir(uri) {
-        if !dir.exists() {
-            bail!("{uri}: no such dataset");
-        }
-    }
-    open_lake(uri)
 }
 
 /// Runs the command.
