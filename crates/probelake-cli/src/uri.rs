@@ -7,13 +7,7 @@ use probelake_format::Lake;
 
 /// Opens (creating if needed) the dataset at `uri`.
 pub fn open_lake(uri: &str) -> anyhow::Result<Lake> {
-    if let Some(rest) = uri.strip_prefix("file://") {
-        return Lake::local(std::path::Path::new(rest)).with_context(|| format!("opening dataset {uri}"));
-    }
-    if let Some((scheme, _)) = uri.split_once("://") {
-        bail!("{uri}: `{scheme}://` datasets are not supported by this build yet; use a local path or file:// URL");
-    }
-    Lake::local(std::path::Path::new(uri)).with_context(|| format!("opening dataset {uri}"))
+    Lake::open(uri).with_context(|| format!("opening dataset {uri}"))
 }
 
 /// The local folder of `uri`, if it names one.

@@ -98,6 +98,14 @@ pub enum FormatError {
         /// What is wrong.
         message: String,
     },
+    /// A dataset location this build cannot open.
+    #[error("{location}: {message}")]
+    Unsupported {
+        /// The URI as given.
+        location: String,
+        /// What is unsupported and what to use instead.
+        message: String,
+    },
     /// A broken invariant inside probelake.
     #[error("bug in probelake, please report it: {0}")]
     Internal(String),

@@ -170,6 +170,12 @@ impl Lake {
         Lake { store, root, display: display.into() }
     }
 
+    /// Opens the dataset at `uri` (a path, `file://` or `s3://` URL), configured from the
+    /// environment; see [`crate::storage`].
+    pub fn open(uri: &str) -> Result<Self> {
+        crate::storage::open(uri, &crate::storage::StorageOptions::from_env())
+    }
+
     /// A dataset in a local folder, created if missing.
     pub fn local(dir: &std::path::Path) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;

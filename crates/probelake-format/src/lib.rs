@@ -23,9 +23,11 @@ pub mod layout;
 pub mod msprobe;
 pub mod properties;
 pub mod schema;
+pub mod storage;
 pub mod synth;
 pub mod tensor_file;
 
 pub use error::{FormatError, Result};
 pub use lake::{CommitRecord, DataFile, Lake, UnitCounts};
 pub use layout::{Table, Unit};
+pub use storage::StorageOptions;
