@@ -21,15 +21,17 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test"
-cargo test --workspace
-
-step "python venv (pyarrow, pandas, polars, duckdb, pytest)"
+# The venv comes first: the Rust S3 tests run moto_server from it.
+step "python venv (pyarrow, pandas, polars, duckdb, moto, pytest)"
 venv=".venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+export PROBELAKE_TEST_VENV="$(pwd)/$venv"
+
+step "cargo test"
+cargo test --workspace
 
 step "pytest tests/python"
 cargo build --quiet --bin probelake

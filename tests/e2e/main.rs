@@ -7,6 +7,8 @@ mod compare;
 mod divergence;
 mod fixtures;
 mod leaves;
+mod moto;
 mod roundtrip;
+mod s3;
 mod sql;
 mod synth;

@@ -6,7 +6,7 @@ use crate::cli;
 use crate::fixtures::{assert_same_bytes, files_below, runs};
 
 /// The files export must reproduce (dump_error_info.log and the like are not carried).
-fn is_carried(rel: &Path) -> bool {
+pub fn is_carried(rel: &Path) -> bool {
     let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     matches!(name, "dump.json" | "stack.json" | "construct.json" | "debug.json")
         || rel.parent().and_then(|p| p.file_name()).is_some_and(|p| p == "dump_tensor_data")

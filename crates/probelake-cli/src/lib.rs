@@ -25,7 +25,8 @@ Examples:
   probelake import ./dumps ./lake/run-a   # msprobe or verl dump tree -> dataset
   probelake info ./lake/run-a             # units, entries, leaves, bytes
   probelake export ./lake/run-a ./back    # dataset -> the original msprobe files, byte for byte
-  probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql")]
+  probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
+  AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a")]
 pub struct Cli {
     /// Print no progress bars or notes (errors are still printed).
     #[arg(short, long, global = true)]
@@ -33,6 +34,9 @@ pub struct Cli {
     /// More log output on stderr (-v info, -vv debug); PROBELAKE_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// How to reach s3:// datasets.
+    #[command(flatten)]
+    pub storage: uri::StorageArgs,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -71,7 +75,11 @@ pub fn run() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return report::error(&anyhow::Error::new(e)),
     };
-    let ctx = cmd::Context { quiet: cli.quiet };
+    let storage = match cli.storage.options() {
+        Ok(s) => s,
+        Err(e) => return report::error(&e),
+    };
+    let ctx = cmd::Context { quiet: cli.quiet, storage };
     let result = runtime.block_on(async {
         match cli.command {
             Command::Import(args) => cmd::import::run(&ctx, args).await,

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use probelake_format::storage::{redact, StoreFailure};
 use probelake_format::FormatError;
 
 /// Prints `err` to stderr and returns exit code 2 (0 for a closed pipe).
@@ -11,7 +12,11 @@ pub fn error(err: &anyhow::Error) -> ExitCode {
             return ExitCode::SUCCESS;
         }
     }
-    eprintln!("probelake: {}", chain_text(err));
+    if let Some(line) = storage_failure(err) {
+        eprintln!("probelake: {}", redact(&line));
+        return ExitCode::from(2);
+    }
+    eprintln!("probelake: {}", redact(&chain_text(err)));
     if let Some(hint) = hint(err) {
         eprintln!("hint: {hint}");
     }
@@ -30,6 +35,23 @@ fn chain_text(err: &anyhow::Error) -> String {
         parts.push(text);
     }
     parts.join(": ")
+}
+
+/// One line for a storage request that failed in a way we can explain: the object or dataset
+/// and what to check. Store errors are long (request URL, retries, the server's XML) and the
+/// user needs none of it.
+fn storage_failure(err: &anyhow::Error) -> Option<String> {
+    let store_error = err.chain().find(|e| e.is::<object_store::Error>())?;
+    tracing::debug!("storage error in full: {}", redact(&chain_text(err)));
+    let advice = StoreFailure::of(store_error).advice()?;
+    let location = err
+        .chain()
+        .find_map(|e| match e.downcast_ref::<FormatError>() {
+            Some(FormatError::Store { location, .. }) => Some(location.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| err.to_string());
+    Some(format!("{location}: {advice}"))
 }
 
 fn hint(err: &anyhow::Error) -> Option<String> {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -162,12 +162,26 @@ pub struct Lake {
     store: Arc<dyn ObjectStore>,
     root: Path,
     display: String,
+    multipart_threshold: usize,
 }
 
 impl Lake {
     /// A dataset at `root` inside `store`; `display` names it in messages (a URL without secrets).
     pub fn new(store: Arc<dyn ObjectStore>, root: Path, display: impl Into<String>) -> Self {
-        Lake { store, root, display: display.into() }
+        Lake { store, root, display: display.into(), multipart_threshold: usize::MAX }
+    }
+
+    /// Uploads files of at least `bytes` in parts (clamped to S3's 5 MiB minimum part size), so a
+    /// large file never travels in one request that a dropped connection restarts from zero.
+    pub fn with_multipart_threshold(mut self, bytes: usize) -> Self {
+        self.multipart_threshold = bytes.max(crate::storage::MIN_PART_SIZE);
+        self
+    }
+
+    /// Names the dataset `display` in messages.
+    pub fn with_display(mut self, display: impl Into<String>) -> Self {
+        self.display = display.into();
+        self
     }
 
     /// Opens the dataset at `uri` (a path, `file://` or `s3://` URL), configured from the
@@ -226,8 +240,34 @@ impl Lake {
         let path = unit.new_file_path(&self.root, table, api.as_deref());
         let location = self.location(&path);
         let bytes = buf.len() as u64;
-        self.store.put(&path, PutPayload::from(buf)).await.map_err(|e| FormatError::store(&location, e))?;
+        self.upload(&path, Bytes::from(buf)).await.map_err(|e| FormatError::store(&location, e))?;
         Ok(DataFile { table, api, path: self.relative(&path), rows, bytes })
+    }
+
+    /// One `put`, or a multipart upload for large files; a failed multipart upload is aborted so
+    /// the store keeps no orphaned parts.
+    async fn upload(&self, path: &Path, buf: Bytes) -> object_store::Result<()> {
+        if buf.len() < self.multipart_threshold {
+            self.store.put(path, PutPayload::from(buf)).await?;
+            return Ok(());
+        }
+        let mut upload = self.store.put_multipart(path).await?;
+        let part_size = self.multipart_threshold.min(64 * 1024 * 1024);
+        let mut rest = buf;
+        let mut parts = Vec::new();
+        while !rest.is_empty() {
+            let part = rest.split_to(part_size.min(rest.len()));
+            parts.push(upload.put_part(PutPayload::from(part)));
+        }
+        let uploaded = match futures::future::try_join_all(parts).await {
+            Ok(_) => upload.complete().await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if uploaded.is_err() {
+            // Best effort: parts left behind cost storage but are never listed as objects.
+            let _ = upload.abort().await;
+        }
+        uploaded
     }
 
     fn relative(&self, path: &Path) -> String {
@@ -267,11 +307,18 @@ impl Lake {
         Ok(record)
     }
 
-    /// Deletes data files of a unit that will not be committed.
+    /// Deletes data files of a unit that will not be committed. Best effort: the files are
+    /// invisible either way, and when the store has just failed (the usual reason to discard)
+    /// waiting for it again per file only delays the error the caller is about to report.
     pub async fn discard(&self, files: &[DataFile]) {
-        for file in files {
+        for (i, file) in files.iter().enumerate() {
             if let Err(e) = self.store.delete(&self.absolute(&file.path)).await {
-                tracing::warn!(path = %file.path, error = %e, "could not delete an uncommitted file");
+                tracing::info!(
+                    error = %crate::storage::redact(&e.to_string()),
+                    "left {} uncommitted file(s) behind; they are invisible to readers",
+                    files.len() - i
+                );
+                return;
             }
         }
     }
@@ -350,17 +397,17 @@ impl Lake {
             .try_collect()
             .await
             .map_err(|e| FormatError::store(self.location(&prefix), e))?;
-        let mut records = Vec::new();
-        for meta in metas {
+        let wanted = metas.into_iter().filter(|meta| {
             let rel = meta.location.as_ref().strip_prefix(prefix.as_ref()).unwrap_or_default().trim_start_matches('/');
-            let Some(unit_part) = rel.strip_suffix(".json") else { continue };
-            if parse_unit_path(unit_part).is_none() {
-                continue;
-            }
-            if let Some(record) = self.read_record(&meta.location).await? {
-                records.push(record);
-            }
-        }
+            rel.strip_suffix(".json").is_some_and(|unit| parse_unit_path(unit).is_some())
+        });
+        // Records are small and independent; on object stores latency, not bandwidth, dominates.
+        let mut records: Vec<CommitRecord> = futures::stream::iter(wanted)
+            .map(|meta| async move { self.read_record(&meta.location).await })
+            .buffer_unordered(16)
+            .try_filter_map(|record| async move { Ok(record) })
+            .try_collect()
+            .await?;
         records.sort_by(|a, b| a.unit.cmp(&b.unit));
         Ok(records)
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use probelake_format::msprobe::{import, ImportOptions, NoProgress};
-use probelake_format::{CommitRecord, Lake, Unit};
+use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
 use probelake_query::compare::{compare_unit, CompareMode, CompareOptions, UnitComparison};
 
 use super::Context;
@@ -86,7 +86,7 @@ pub struct Opened {
 }
 
 /// Opens `arg` as a dataset, importing msprobe files on the fly.
-pub async fn open_run(arg: &str, what: &str) -> anyhow::Result<Opened> {
+pub async fn open_run(arg: &str, what: &str, storage: &StorageOptions) -> anyhow::Result<Opened> {
     if let Some(dir) = local_dir(arg) {
         if !dir.exists() {
             bail!("{what} {arg}: no such file or folder");
@@ -100,7 +100,7 @@ pub async fn open_run(arg: &str, what: &str) -> anyhow::Result<Opened> {
             return Ok(Opened { lake, _tmp: Some(tmp) });
         }
     }
-    Ok(Opened { lake: open_lake(arg)?, _tmp: None })
+    Ok(Opened { lake: open_lake(arg, storage)?, _tmp: None })
 }
 
 /// The units in both runs that pass the filters, and notes on those skipped.
@@ -144,8 +144,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         ModeArg::Md5 => Some(CompareMode::Md5),
         ModeArg::Tensor => Some(CompareMode::Tensor),
     };
-    let target = open_run(&args.target, "target").await?;
-    let golden = open_run(&args.golden, "golden").await?;
+    let target = open_run(&args.target, "target", &ctx.storage).await?;
+    let golden = open_run(&args.golden, "golden", &ctx.storage).await?;
     let (t_units, g_units) = (target.lake.units().await?, golden.lake.units().await?);
     let select = |u: &Unit| {
         args.step.is_none_or(|s| s == u.step)

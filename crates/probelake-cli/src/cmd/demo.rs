@@ -57,7 +57,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             human_bytes(made.bytes),
             src.display()
         );
-        let lake = open_lake(&dst.to_string_lossy())?;
+        let lake = open_lake(&dst.to_string_lossy(), &ctx.storage)?;
         let bar = Bar::new("importing", ctx.quiet);
         let report = import(&src, &lake, &ImportOptions::default(), &bar).await?;
         let leaves: u64 = report.units.iter().map(|u| u.counts.leaves).sum();
@@ -77,7 +77,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     // The demo's bug is small (1 %), so ask for the first difference of any size.
     let query = FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", "SELECT 0 AS threshold");
     let specs = [format!("target={}", bug.display()), format!("golden={}", base.display())];
-    let session = super::sql::open_runs(&specs, None, false).await?;
+    let session = super::sql::open_runs(&specs, None, false, &ctx.storage).await?;
     let batches = session.collect(&query).await.context("running sql/first_divergence.sql")?;
     println!(
         "\nfirst divergence of attnbug from base, per (step, stage, rank) (sql/first_divergence.sql, threshold 0):"
@@ -87,7 +87,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     drop(out);
 
     // msprobe's compare table for every unit, as `probelake compare` writes it.
-    let (t_lake, g_lake) = (open_lake(&bug.to_string_lossy())?, open_lake(&base.to_string_lossy())?);
+    let (t_lake, g_lake) =
+        (open_lake(&bug.to_string_lossy(), &ctx.storage)?, open_lake(&base.to_string_lossy(), &ctx.storage)?);
     let (t_units, g_units) = (t_lake.units().await?, g_lake.units().await?);
     let (pairs, _) = super::compare::pair_units(&t_units, &g_units, |_| true);
     let out_dir = dir.join("compare");

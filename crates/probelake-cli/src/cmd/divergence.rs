@@ -47,8 +47,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if !(args.threshold >= 0.0 && args.threshold.is_finite()) {
         anyhow::bail!("--threshold {}: give a finite number ≥ 0 (0.5 is msprobe's rule)", args.threshold);
     }
-    let target = open_run(&args.target, "target").await?;
-    let golden = open_run(&args.golden, "golden").await?;
+    let target = open_run(&args.target, "target", &ctx.storage).await?;
+    let golden = open_run(&args.golden, "golden", &ctx.storage).await?;
     let session =
         RunSession::open(vec![Run::new("target", target.lake.clone()), Run::new("golden", golden.lake.clone())], false)
             .await?;

@@ -41,7 +41,7 @@ pub struct Args {
 
 /// Runs the export.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
-    let lake = open_existing(&args.src)?;
+    let lake = open_existing(&args.src, &ctx.storage)?;
     let options = ExportOptions { step: args.step, stage: args.stage, rank: args.rank, force: args.force };
     let bar = Bar::new("exporting", ctx.quiet);
     let report = export(&lake, &args.dst, &options, &bar).await.with_context(|| format!("exporting {}", args.src))?;

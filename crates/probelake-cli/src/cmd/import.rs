@@ -24,7 +24,7 @@ Examples:
 pub struct Args {
     /// The msprobe dump tree, folder or dump.json file.
     pub src: PathBuf,
-    /// The dataset: a folder or file:// URL (created if missing).
+    /// The dataset: a folder, file:// or s3://bucket/prefix URL (created if missing).
     pub dst: String,
     /// The tree's layout instead of detecting it: msprobe, verl or single.
     #[arg(long)]
@@ -43,7 +43,7 @@ pub struct Args {
 /// Runs the import.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let created = local_dir(&args.dst).filter(|d| !d.exists());
-    let lake = open_lake(&args.dst)?;
+    let lake = open_lake(&args.dst, &ctx.storage)?;
     let options = ImportOptions {
         overrides: Overrides { layout: args.layout, step: args.step, stage: args.stage, rank: args.rank },
     };

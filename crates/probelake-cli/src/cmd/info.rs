@@ -21,8 +21,8 @@ pub struct Args {
 }
 
 /// Prints the table.
-pub async fn run(_ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
-    let lake = open_existing(&args.src)?;
+pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
+    let lake = open_existing(&args.src, &ctx.storage)?;
     let units = lake.units().await?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "dataset {}: {} unit(s)", args.src, units.len())?;

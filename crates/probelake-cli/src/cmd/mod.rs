@@ -12,6 +12,8 @@ pub mod sql;
 pub struct Context {
     /// `--quiet`: no progress bars or notes.
     pub quiet: bool,
+    /// How to reach s3:// datasets.
+    pub storage: probelake_format::StorageOptions,
 }
 
 impl Context {

@@ -10,6 +10,8 @@ use probelake_query::{Run, RunSession};
 
 use super::Context;
 use crate::output::{write_batches, OutputFormat};
+use probelake_format::StorageOptions;
+
 use crate::uri::open_existing;
 
 /// Query runs with SQL.
@@ -64,16 +66,21 @@ pub fn run_name_from_path(path: &str) -> String {
 }
 
 /// Opens the runs named on the command line.
-pub async fn open_runs(specs: &[String], bare: Option<&str>, allow_write: bool) -> anyhow::Result<RunSession> {
+pub async fn open_runs(
+    specs: &[String],
+    bare: Option<&str>,
+    allow_write: bool,
+    storage: &StorageOptions,
+) -> anyhow::Result<RunSession> {
     let mut runs = Vec::new();
     if let Some(path) = bare {
-        runs.push(Run::new(run_name_from_path(path), open_existing(path)?));
+        runs.push(Run::new(run_name_from_path(path), open_existing(path, storage)?));
     }
     for spec in specs {
         let Some((name, uri)) = spec.split_once('=') else {
             bail!("--run {spec}: expected NAME=PATH, e.g. --run base=./lake/run-a");
         };
-        runs.push(Run::new(name, open_existing(uri)?));
+        runs.push(Run::new(name, open_existing(uri, storage)?));
     }
     if runs.is_empty() {
         bail!("no dataset given: pass a path, or --run NAME=PATH (repeatable)");
@@ -82,11 +89,11 @@ pub async fn open_runs(specs: &[String], bare: Option<&str>, allow_write: bool) 
 }
 
 /// Runs the command.
-pub async fn run(_ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if args.format == OutputFormat::Parquet && args.output.is_none() {
         bail!("--format parquet writes a file: add -o FILE");
     }
-    let session = open_runs(&args.runs, args.dataset.as_deref(), args.allow_write).await?;
+    let session = open_runs(&args.runs, args.dataset.as_deref(), args.allow_write, &ctx.storage).await?;
     let mut scripts: Vec<(String, String)> = args.commands.iter().map(|c| ("-c".to_string(), c.clone())).collect();
     for file in &args.files {
         let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 
 use crate::error::{FormatError, Result};
 use crate::json::{detect_layout, parse, Layout};
-use crate::lake::{encode_batch, CommitRecord, EncodedFile, Lake, StagedUnit, UnitCounts};
+use futures::StreamExt;
+
+use crate::lake::{encode_batch, CommitRecord, DataFile, EncodedFile, Lake, StagedUnit, UnitCounts};
 use crate::layout::{Table, Unit};
 use crate::tensor_file::{read_tensor_file, write_tensor_file};
 
@@ -85,9 +87,8 @@ pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: 
         }
     }
     if let Some(e) = failure {
-        for s in &staged {
-            lake.discard(&s.files).await;
-        }
+        let files: Vec<DataFile> = staged.into_iter().flat_map(|s| s.files).collect();
+        lake.discard(&files).await;
         progress.finish();
         return Err(e);
     }
@@ -184,18 +185,29 @@ fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
 
 /// Stores a built unit's files, invisible until it is committed.
 async fn store_unit(lake: &Lake, unit: &Unit, encoded: Vec<EncodedFile>, counts: UnitCounts) -> Result<StagedUnit> {
-    let mut files = Vec::with_capacity(encoded.len());
-    for file in encoded {
-        match lake.put_encoded(unit, file).await {
+    // Object stores answer each request after a round trip; several in flight hide it.
+    let results: Vec<Result<DataFile>> = futures::stream::iter(encoded)
+        .map(|file| lake.put_encoded(unit, file))
+        .buffered(UPLOADS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut files = Vec::with_capacity(results.len());
+    let mut failure = None;
+    for result in results {
+        match result {
             Ok(f) => files.push(f),
-            Err(e) => {
-                lake.discard(&files).await;
-                return Err(e);
-            }
+            Err(e) => failure = failure.or(Some(e)),
         }
+    }
+    if let Some(e) = failure {
+        lake.discard(&files).await;
+        return Err(e);
     }
     Ok(StagedUnit { unit: unit.clone(), files, counts })
 }
+
+/// Uploads of one unit's files that may be under way at once.
+const UPLOADS_IN_FLIGHT: usize = 8;
 
 fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| FormatError::io(path, e))
