@@ -7,6 +7,7 @@ mod compare;
 mod divergence;
 mod fixtures;
 mod leaves;
+mod plot;
 mod roundtrip;
 mod sql;
 mod synth;
