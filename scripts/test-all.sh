@@ -24,7 +24,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test"
 cargo test --workspace
 
-step "python venv (pyarrow, pandas, polars, duckdb, pytest)"
+step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, pytest)"
 venv=".venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
