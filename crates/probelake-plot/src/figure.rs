@@ -108,6 +108,9 @@ fn encode_png(rgb: &[u8], width: u32, height: u32) -> Result<Vec<u8>> {
     let mut encoder = png::Encoder::new(&mut out, width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
+    // Charts are mostly flat colour: the slower setting saves about an eighth of the bytes and costs
+    // milliseconds at these sizes.
+    encoder.set_compression(png::Compression::High);
     let mut writer = encoder.write_header()?;
     writer.write_image_data(rgb)?;
     writer.finish()?;
