@@ -22,7 +22,7 @@ step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 # The venv comes first: the Rust S3 tests run moto_server from it.
-step "python venv (pyarrow, pandas, polars, duckdb, moto, pytest)"
+step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, moto, pytest)"
 venv=".venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"

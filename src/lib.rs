@@ -5,6 +5,7 @@
 //! This crate is a facade: it re-exports the library crates so one dependency brings them all.
 //! - [`format`]: the dataset format, the commit protocol and the msprobe codec;
 //! - [`query`]: SQL over runs with DataFusion, msprobe's metrics as functions, compare;
+//! - [`plot`]: charts of runs (trends across steps, divergence heatmaps) as SVG and PNG;
 //! - [`cli`]: the `probelake` command line (used by the binary).
 //!
 //! ```no_run
@@ -21,4 +22,5 @@
 
 pub use probelake_cli as cli;
 pub use probelake_format as format;
+pub use probelake_plot as plot;
 pub use probelake_query as query;

@@ -8,6 +8,7 @@ mod divergence;
 mod fixtures;
 mod leaves;
 mod moto;
+mod plot;
 mod roundtrip;
 mod s3;
 mod sql;

@@ -10,10 +10,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT.parent / "shared" / "fixtures"
 
 
-def probelake(*args):
-    """Runs the probelake binary and returns its completed process (raises on failure)."""
-    binary = os.environ.get("PROBELAKE_BIN", str(ROOT / "target" / "debug" / "probelake"))
-    return subprocess.run([binary, *map(str, args)], check=True, capture_output=True, text=True)
+def binary():
+    """The probelake binary under test: $PROBELAKE_BIN, or the debug build of this clone."""
+    return os.environ.get("PROBELAKE_BIN", str(ROOT / "target" / "debug" / "probelake"))
+
+
+def probelake(*args, codes=(0,), cwd=None):
+    """Runs the probelake binary and returns its completed process; fails the test unless its
+    exit code is one of `codes` (compare and divergence exit 1 when runs differ)."""
+    done = subprocess.run([binary(), *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    assert done.returncode in codes, f"probelake {' '.join(map(str, args))} exited {done.returncode}:\n{done.stderr}"
+    return done
 
 
 def fixture_runs():

@@ -1,5 +1,6 @@
 """pyarrow, pandas, polars and DuckDB read what probelake writes, with the right types."""
 
+import csv
 import json
 
 import pyarrow as pa
@@ -85,3 +86,71 @@ def test_manifest_and_commit_records(demo_lake):
         record = json.loads(c.read_text())
         for f in record["files"]:
             assert (base / f["path"]).is_file()
+
+
+def test_schema_files_type_every_table_as_its_files_do(demo_lake):
+    """_probelake/schema/<table>.parquet holds exactly the columns a hive reader finds, with
+    step and rank as int64; pandas given it reads integers, not categoricals."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    base = demo_lake / "base"
+    for table in ("dump", "stack", "construct", "tensor", "source"):
+        shipped = pq.read_schema(base / "_probelake" / "schema" / f"{table}.parquet")
+        assert shipped.field("step").type == pa.int64() and shipped.field("rank").type == pa.int64()
+        if not (base / table).is_dir():
+            continue  # the demo has no tensor files
+        found = ds.dataset(str(base / table), format="parquet", partitioning="hive").schema
+        assert shipped.names == found.names, table
+        for field in found:
+            if field.name not in ("step", "rank"):
+                assert shipped.field(field.name).type == field.type, (table, field)
+    plain = pd.read_parquet(base / "dump")
+    assert isinstance(plain["step"].dtype, pd.CategoricalDtype)  # why the schema file exists
+    typed = pd.read_parquet(base / "dump", schema=pq.read_schema(base / "_probelake/schema/dump.parquet"))
+    assert str(typed["step"].dtype) == "int64" and str(typed["rank"].dtype) == "int64"
+    assert len(typed) == count_leaves_from_info(base)
+
+
+def test_compare_and_divergence_parquet_are_typed(demo_lake, tmp_path):
+    import pandas as pd
+
+    bug, base = demo_lake / "attnbug", demo_lake / "base"
+    probelake("compare", bug, base, "--format", "parquet", "-o", tmp_path / "cmp", "-q", codes=(0, 1))
+    cmp = pd.read_parquet(tmp_path / "cmp")
+    assert str(cmp["step"].dtype) == "int64" and str(cmp["rank"].dtype) == "int64"
+    for column in ("Max diff", "MaxRelativeErr", "NPU max", "Bench l2norm"):
+        assert str(cmp[column].dtype) == "float64", column
+    assert str(cmp["Requires_grad Consistent"].dtype) == "bool"
+    shapes = cmp["NPU Tensor Shape"].dropna()
+    assert len(shapes) and all(s.dtype == "int64" for s in shapes)
+    probelake("compare", bug, base, "-o", tmp_path / "csv", "-q", codes=(0, 1))
+    csv_rows = sum(len(list(csv.DictReader(f.open(newline="")))) for f in (tmp_path / "csv").rglob("*.csv"))
+    assert len(cmp) == csv_rows
+    out = tmp_path / "first.parquet"
+    probelake("divergence", bug, base, "--threshold", "0", "--format", "parquet", "-o", out, "-q", codes=(1,))
+    first = pd.read_parquet(out)
+    assert str(first["step"].dtype) == "int64" and str(first["rel_err"].dtype) == "float64"
+    as_json = probelake("divergence", bug, base, "--threshold", "0", "--format", "json", "-q", codes=(1,))
+    assert len(first) == len(json.loads(as_json.stdout)) == 4  # actor stages; the ref model has no bug
+    # Runs that never part still give a file with the columns.
+    probelake("divergence", base, base, "--format", "parquet", "-o", out, "-q")
+    assert list(pd.read_parquet(out).columns) == list(first.columns) and len(pd.read_parquet(out)) == 0
+
+
+def test_sql_parquet_keeps_nan_and_inf(tmp_path):
+    runs = [r for r in fixture_runs() if r.name == "plain-l1-md5-bf16-nan"]
+    if not runs:
+        pytest.skip("../shared/fixtures not found")
+    import polars as pl
+
+    lake = tmp_path / "ds"
+    probelake("import", runs[0], lake, "-q")
+    out = tmp_path / "stats.parquet"
+    probelake("sql", lake, "-c", "SELECT step, rank, shape, max, norm FROM dump", "--format", "parquet", "-o", out)
+    df = pl.read_parquet(out)
+    assert df.schema["step"] == pl.Int64 and df.schema["shape"] == pl.List(pl.Int64)
+    nan = probelake("sql", lake, "-c", "SELECT count(*) AS n FROM dump WHERE isnan(max)", "--format", "json")
+    inf = probelake("sql", lake, "-c", "SELECT count(*) AS n FROM dump WHERE max = 'inf'::double", "--format", "json")
+    assert df["max"].is_nan().sum() == json.loads(nan.stdout)[0]["n"] > 0
+    assert (df["max"] == float("inf")).sum() == json.loads(inf.stdout)[0]["n"] > 0

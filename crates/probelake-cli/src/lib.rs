@@ -26,7 +26,8 @@ Examples:
   probelake info ./lake/run-a             # units, entries, leaves, bytes
   probelake export ./lake/run-a ./back    # dataset -> the original msprobe files, byte for byte
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
-  AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a")]
+  AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a
+  probelake plot divergence ./lake/bug ./lake/base   # divergence.svg and divergence.png")]
 pub struct Cli {
     /// Print no progress bars or notes (errors are still printed).
     #[arg(short, long, global = true)]
@@ -57,6 +58,8 @@ pub enum Command {
     Compare(cmd::compare::Args),
     /// Find where two runs first part, per step, stage and rank.
     Divergence(cmd::divergence::Args),
+    /// Draw charts of runs (SVG and PNG): statistics across steps, divergence heatmaps.
+    Plot(cmd::plot::Args),
     /// Make two toy msprobe runs (one with a numeric bug), import them and show them.
     Demo(cmd::demo::Args),
 }
@@ -88,6 +91,7 @@ pub fn run() -> ExitCode {
             Command::Sql(args) => cmd::sql::run(&ctx, args).await,
             Command::Compare(args) => cmd::compare::run(&ctx, args).await,
             Command::Divergence(args) => cmd::divergence::run(&ctx, args).await,
+            Command::Plot(args) => cmd::plot::run(&ctx, args).await,
             Command::Demo(args) => cmd::demo::run(&ctx, args).await,
         }
     });

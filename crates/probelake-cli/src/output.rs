@@ -1,6 +1,7 @@
 //! Writing query results as a table, CSV, JSON, NDJSON or Parquet.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::bail;
 use probelake_query::datafusion::arrow::csv::WriterBuilder;
@@ -8,6 +9,19 @@ use probelake_query::datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter}
 use probelake_query::datafusion::arrow::record_batch::RecordBatch;
 use probelake_query::datafusion::arrow::util::pretty::pretty_format_batches;
 use probelake_query::datafusion::parquet::arrow::ArrowWriter;
+use probelake_query::RunSession;
+
+/// Runs `sql` and collects its last statement's rows; an empty result is one batch with no
+/// rows, so that a Parquet file or a header can still be written with the result's columns.
+pub async fn collect_keeping_schema(session: &RunSession, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
+    let Some(df) = session.sql(sql).await? else { return Ok(Vec::new()) };
+    let schema = Arc::clone(df.schema().inner());
+    let mut batches = df.collect().await?;
+    if batches.is_empty() {
+        batches.push(RecordBatch::new_empty(schema));
+    }
+    Ok(batches)
+}
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,21 +107,5 @@ pub fn write_batches(
             out.write_all(&buf)?;
         }
     }
-    Ok(())
-}
-
-/// Writes a table of strings (compare results) as Parquet with one UTF-8 column per header.
-pub fn write_string_table(out: &mut Vec<u8>, header: &[String], rows: &[Vec<String>]) -> anyhow::Result<()> {
-    use probelake_query::datafusion::arrow::array::{ArrayRef, StringArray};
-    use probelake_query::datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use std::sync::Arc;
-    let schema = Arc::new(Schema::new(header.iter().map(|h| Field::new(h, DataType::Utf8, true)).collect::<Vec<_>>()));
-    let columns: Vec<ArrayRef> = (0..header.len())
-        .map(|i| Arc::new(rows.iter().map(|r| r.get(i).map(String::as_str)).collect::<StringArray>()) as ArrayRef)
-        .collect();
-    let batch = RecordBatch::try_new(schema.clone(), columns)?;
-    let mut w = ArrowWriter::try_new(out, schema, None)?;
-    w.write(&batch)?;
-    w.close()?;
     Ok(())
 }

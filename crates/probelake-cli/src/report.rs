@@ -55,6 +55,11 @@ fn storage_failure(err: &anyhow::Error) -> Option<String> {
 }
 
 fn hint(err: &anyhow::Error) -> Option<String> {
+    if let Some(probelake_plot::PlotError::NoData { near, .. }) =
+        err.chain().find_map(|e| e.downcast_ref::<probelake_plot::PlotError>())
+    {
+        return (!near.is_empty()).then(|| format!("the nearest names there are: {}", near.join(", ")));
+    }
     let format = err.chain().find_map(|e| e.downcast_ref::<FormatError>())?;
     Some(match format {
         FormatError::Syntax { .. } | FormatError::Schema { .. } => {

@@ -5,7 +5,7 @@
 //! ```text
 //!  write_batch ──► DataFile (unique name, invisible) ──┐
 //!  write_batch ──► DataFile ───────────────────────────┼─► commit(StagedUnit) ──► CommitRecord
-//!                                                      │     1. manifest written if missing
+//!                                                      │     1. reader schemas and manifest written if missing
 //!                                                      │     2. commit record put (atomic)  ◄── the unit is visible from here
 //!                                                      │     3. files of the replaced record deleted
 //!  discard(files) ◄── on any error before step 2 ──────┘
@@ -328,6 +328,15 @@ impl Lake {
         match self.store.head(&path).await {
             Ok(_) => Ok(()),
             Err(object_store::Error::NotFound { .. }) => {
+                // Before the manifest, so that every dataset with a manifest has them.
+                for table in Table::ALL {
+                    let path = child(&self.root, &crate::readers::reader_schema_path(table));
+                    let body = crate::readers::encode_reader_schema(table)?;
+                    self.store
+                        .put(&path, PutPayload::from(body))
+                        .await
+                        .map_err(|e| FormatError::store(self.location(&path), e))?;
+                }
                 let manifest = Manifest {
                     format: "probelake".into(),
                     format_version: FORMAT_VERSION,

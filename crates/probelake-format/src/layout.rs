@@ -4,6 +4,7 @@
 //! <root>/
 //!   _probelake/manifest.json
 //!   _probelake/commits/step=<int>/stage=<str>/rank=<int>.json
+//!   _probelake/schema/<table>.parquet          no rows: the table's columns, typed, for readers
 //!   dump/step=<int>/stage=<str>/rank=<int>/api=<family>/<uuid>.parquet
 //!   tensor/step=<int>/stage=<str>/rank=<int>/api=<family>/<uuid>.parquet
 //!   stack|construct|source/step=<int>/stage=<str>/rank=<int>/<uuid>.parquet
@@ -20,6 +21,9 @@ pub const META_DIR: &str = "_probelake";
 pub const MANIFEST_FILE: &str = "_probelake/manifest.json";
 /// Folder of commit records, relative to the root.
 pub const COMMITS_DIR: &str = "_probelake/commits";
+/// Folder of the reader schemas (one empty Parquet file per table), relative to the root;
+/// see [`crate::readers`].
+pub const SCHEMA_DIR: &str = "_probelake/schema";
 /// `stage` of dumps that carry none (msprobe's own layout).
 pub const DEFAULT_STAGE: &str = "default";
 

@@ -11,6 +11,7 @@
 //! - [`msprobe::import`] and [`msprobe::export`]: the codec between msprobe files and a dataset;
 //! - [`lake::Lake`]: a dataset on an object store, its commit protocol and what is visible;
 //! - [`schema`] and [`layout`]: the columns and paths everything else relies on;
+//! - [`readers`]: the schema files that type a table for pandas and pyarrow;
 //! - [`json`]: msprobe's JSON dialect, read and written exactly as CPython does;
 //! - [`tensor_file`]: `.pt` and `.npy` tensor files;
 //! - [`synth`]: realistic msprobe dump trees of a toy transformer, for demos and benchmarks.
@@ -22,6 +23,7 @@ pub mod lake;
 pub mod layout;
 pub mod msprobe;
 pub mod properties;
+pub mod readers;
 pub mod schema;
 pub mod storage;
 pub mod synth;

@@ -29,7 +29,8 @@ pub enum ModeArg {
 pub enum CompareFormat {
     /// msprobe's CSV files.
     Csv,
-    /// The same table as Parquet files.
+    /// The same table as Parquet files, typed (numbers as float64, shapes as lists of int64,
+    /// `N/A` as null) and led by step, stage and rank columns; see docs/compare.md.
     Parquet,
     /// A text table on stdout (the first columns).
     Table,
@@ -208,7 +209,10 @@ fn count_errors(result: &UnitComparison) -> usize {
 fn write_result(result: &UnitComparison, path: &Path, format: CompareFormat) -> anyhow::Result<()> {
     let mut buf = Vec::new();
     match format {
-        CompareFormat::Parquet => crate::output::write_string_table(&mut buf, &result.header, &result.rows)?,
+        CompareFormat::Parquet => {
+            let batch = result.to_record_batch()?;
+            crate::output::write_batches(&mut buf, &[batch], crate::output::OutputFormat::Parquet, 0)?;
+        }
         _ => result.write_csv(&mut buf)?,
     }
     std::fs::write(path, buf).with_context(|| format!("writing {}", path.display()))

@@ -11,7 +11,7 @@ use probelake_query::{Run, RunSession};
 
 use super::compare::open_run;
 use super::Context;
-use crate::output::{write_batches, OutputFormat};
+use crate::output::{collect_keeping_schema, write_batches, OutputFormat};
 
 /// The canned query; `probelake divergence` is this query with a threshold and module chains.
 const FIRST_DIVERGENCE: &str = include_str!("../../../../sql/first_divergence.sql");
@@ -27,8 +27,9 @@ stage; this does all steps, stages and ranks at once. It is sql/first_divergence
 
 Exit code: 0 when the runs never part, 1 when they do, 2 on errors.
 
-Example:
-  probelake divergence ./lake/npu ./lake/gpu --threshold 0")]
+Examples:
+  probelake divergence ./lake/npu ./lake/gpu --threshold 0
+  probelake divergence ./lake/npu ./lake/gpu --format parquet -o first_divergence.parquet")]
 pub struct Args {
     /// The target run (dataset, msprobe folder or dump.json).
     pub target: String,
@@ -40,10 +41,16 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
+    /// Write the rows to this file instead of stdout (needed for --format parquet).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
 }
 
 /// Runs the search.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
+    if args.format == OutputFormat::Parquet && args.output.is_none() {
+        anyhow::bail!("--format parquet writes a file: add -o FILE");
+    }
     if !(args.threshold >= 0.0 && args.threshold.is_finite()) {
         anyhow::bail!("--threshold {}: give a finite number ≥ 0 (0.5 is msprobe's rule)", args.threshold);
     }
@@ -54,16 +61,20 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             .await?;
     let query =
         FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", &format!("SELECT {:?} AS threshold", args.threshold));
-    let batches = session.collect(&query).await.context("running the first-divergence query")?;
+    let batches = collect_keeping_schema(&session, &query).await.context("running the first-divergence query")?;
     let mut with_chain = Vec::with_capacity(batches.len());
     let mut found = 0;
     for batch in &batches {
         found += batch.num_rows();
         with_chain.push(add_module_chain(&session, batch).await?);
     }
-    let mut out = std::io::stdout().lock();
-    write_batches(&mut out, &with_chain, args.format, 0)?;
-    drop(out);
+    match &args.output {
+        Some(path) => {
+            let mut file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+            write_batches(&mut file, &with_chain, args.format, 0)?;
+        }
+        None => write_batches(&mut std::io::stdout().lock(), &with_chain, args.format, 0)?,
+    }
     ctx.note(&format!("{found} unit(s) where the runs part (threshold {})", args.threshold));
     Ok(if found > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

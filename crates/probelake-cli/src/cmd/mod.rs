@@ -6,6 +6,7 @@ pub mod divergence;
 pub mod export;
 pub mod import;
 pub mod info;
+pub mod plot;
 pub mod sql;
 
 /// Settings every command shares.

@@ -9,7 +9,7 @@ use probelake_query::datafusion::arrow::record_batch::RecordBatch;
 use probelake_query::{Run, RunSession};
 
 use super::Context;
-use crate::output::{write_batches, OutputFormat};
+use crate::output::{collect_keeping_schema, write_batches, OutputFormat};
 use probelake_format::StorageOptions;
 
 use crate::uri::open_existing;
@@ -104,7 +104,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut results: Vec<RecordBatch> = Vec::new();
     for (origin, sql) in &scripts {
-        let batches = session.collect(sql).await.with_context(|| format!("in {origin}"))?;
+        let batches = collect_keeping_schema(&session, sql).await.with_context(|| format!("in {origin}"))?;
         results = batches;
         if args.output.is_none() {
             let mut out = std::io::stdout().lock();

@@ -9,7 +9,8 @@
 //! backward renumbering) and joins them in msprobe's order, through the SQL functions of
 //! `crate::udf` built on `rows` (per-row rules); `load` reads the per-file context (task, stacks,
 //! tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules` the Result and
-//! Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like pandas.
+//! Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like pandas; `typed`
+//! turns the table into typed Arrow columns for Parquet.
 
 mod csv;
 mod load;
@@ -20,6 +21,7 @@ pub(crate) mod rows;
 mod rules;
 mod stats;
 mod tensor;
+mod typed;
 
 use std::collections::HashMap;
 

@@ -1,0 +1,243 @@
+"""Every recipe of docs/python.md runs as written, and gives what probelake itself counts.
+
+The `console` blocks of the page are run first (with the probelake binary under test), in a
+fresh folder; then each `python` block runs there, in order, and the check registered for its
+heading compares its variables with `probelake sql` counts.
+"""
+
+import json
+import os
+import shlex
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import FIXTURES, ROOT, probelake
+
+DOC = ROOT / "docs" / "python.md"
+
+
+def blocks(kind):
+    """(heading, code) for every ```kind block of the page; heading is `Section / Subsection`."""
+    found, section, sub = [], "", ""
+    lines = DOC.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("## "):
+            section, sub = line[3:].strip(), ""
+        elif line.startswith("### "):
+            sub = line[4:].strip()
+        elif line.strip() == f"```{kind}":
+            end = lines.index("```", i + 1)
+            found.append((f"{section} / {sub}" if sub else section, "\n".join(lines[i + 1 : end])))
+            i = end
+        i += 1
+    return found
+
+
+def count(sql, *runs):
+    """One number from `probelake sql` over runs given as (name, path)."""
+    args = [a for name, path in runs for a in ("--run", f"{name}={path}")]
+    rows = json.loads(probelake("sql", *args, "-c", sql, "--format", "json").stdout)
+    return list(rows[0].values())[0]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A folder where the page's commands have run: lake/base, lake/bug, cmp, first_divergence."""
+    if not (FIXTURES / "runs").is_dir():
+        pytest.skip("../shared/fixtures not found")
+    work = tmp_path_factory.mktemp("recipes")
+    for _, text in blocks("console"):
+        for line in text.splitlines():
+            if line.startswith("$ probelake "):
+                args = shlex.split(line[len("$ probelake ") :].replace("../shared/fixtures", str(FIXTURES)))
+                probelake(*args, "-q", codes=(0, 1), cwd=work)
+    return work
+
+
+def runs(work):
+    return ("base", work / "lake" / "base"), ("bug", work / "lake" / "bug")
+
+
+def leaves(work, where="true"):
+    return count(f"SELECT count(*) FROM dump WHERE {where}", runs(work)[0])
+
+
+UPDATE_2 = "stage = 'actor_update' AND step = 2"
+
+
+def check_pandas_types(df):
+    assert str(df["step"].dtype) == "int64" and str(df["rank"].dtype) == "int64", df.dtypes
+    assert not isinstance(df["stage"].dtype, pd.CategoricalDtype), df.dtypes
+    for stat in ("max", "min", "mean", "norm"):
+        assert str(df[stat].dtype) == "float64"
+    shapes = df["shape"].dropna()
+    assert len(shapes) and all(s.dtype == np.int64 for s in shapes)
+
+
+def check_polars_types(df):
+    import polars as pl
+
+    want = {"step": pl.Int64, "rank": pl.Int64, "stage": pl.String, "shape": pl.List(pl.Int64)}
+    want.update({stat: pl.Float64 for stat in ("max", "min", "mean", "norm")})
+    assert "step" in df.schema
+    for column, dtype in want.items():
+        assert column not in df.schema or df.schema[column] == dtype, (column, df.schema)
+
+
+def load_pandas(ns, work):
+    check_pandas_types(ns["df"])
+    assert len(ns["df"]) == leaves(work)
+
+
+def load_polars(ns, work):
+    check_polars_types(ns["df"])
+    assert ns["df"].height == leaves(work)
+
+
+def load_pyarrow(ns, work):
+    import pyarrow as pa
+
+    t = ns["table"]
+    assert t.num_rows == leaves(work)
+    assert t.schema.field("step").type == pa.int64() and t.schema.field("rank").type == pa.int64()
+    assert t.schema.field("shape").type == pa.list_(pa.int64())
+    assert all(t.schema.field(s).type == pa.float64() for s in ("max", "min", "mean", "norm"))
+
+
+def load_duckdb(ns, work):
+    types = dict(ns["con"].sql("SELECT column_name, column_type FROM (DESCRIBE dump)").fetchall())
+    assert types["step"] == "BIGINT" and types["rank"] == "BIGINT", types
+    assert types["shape"] == "BIGINT[]" and types["norm"] == "DOUBLE", types
+    rows = ns["leaves"].fetchall()
+    assert sum(r[3] for r in rows) == leaves(work)
+    want = count("SELECT count(*) FROM (SELECT DISTINCT step, stage, rank FROM dump)", runs(work)[0])
+    assert len(rows) == want
+
+
+def filter_polars(ns, work):
+    check_polars_types(ns["update"])
+    assert ns["update"].height == leaves(work, UPDATE_2) > 0
+    assert set(ns["update"]["step"].to_list()) == {2}
+
+
+def filter_pandas(ns, work):
+    check_pandas_types(ns["update"])
+    assert len(ns["update"]) == leaves(work, UPDATE_2) > 0
+    assert set(ns["update"]["stage"]) == {"actor_update"}
+
+
+JOIN = """SELECT {what} FROM bug.dump t JOIN base.dump g
+          ON t.step = g.step AND t.stage = g.stage AND t.rank = g.rank AND t.item = g.item
+          WHERE t.section = 'output'"""
+
+
+def join_polars(ns, work):
+    import polars as pl
+
+    out = ns["outputs"]
+    check_polars_types(out)
+    assert out.height == count(JOIN.format(what="count(*)"), *runs(work)) > 0
+    finite = out.filter(pl.col("rel_err").is_finite())["rel_err"].max()
+    want = count(JOIN.format(what="max(rel_err(t.norm, g.norm))"), *runs(work))
+    assert finite == pytest.approx(want, rel=1e-12) and want > 0
+
+
+def join_duckdb(ns, work):
+    rows = ns["outputs"].fetchall()
+    assert len(rows) == count(JOIN.format(what="count(*)"), *runs(work))
+    finite = max(r[6] for r in rows if r[6] is not None and np.isfinite(r[6]))
+    assert finite == pytest.approx(count(JOIN.format(what="max(rel_err(t.norm, g.norm))"), *runs(work)), rel=1e-12)
+    types = dict(zip(ns["outputs"].columns, map(str, ns["outputs"].types)))
+    assert types["step"] == "BIGINT" and types["rel_err"] == "DOUBLE", types
+
+
+def plot_matplotlib(ns, work):
+    png = work / "layer_norm_norm.png"
+    assert png.read_bytes().startswith(b"\x89PNG")
+    lines = ns["ax"].get_lines()
+    assert [line.get_label() for line in lines] == ["base", "bug"]
+    where = "op = 'Functional.layer_norm' AND direction = 'forward' AND section = 'output' AND path = '0'"
+    where += " AND stage = 'actor_update'"
+    for line, (name, path) in zip(lines, runs(work)):
+        steps = count(f"SELECT count(DISTINCT step) FROM dump WHERE {where}", (name, path))
+        assert len(line.get_xdata()) == steps > 0
+        last = count(f"SELECT sqrt(sum(norm * norm)) FROM dump WHERE {where} AND step = 2", (name, path))
+        assert line.get_ydata()[-1] == pytest.approx(last, rel=1e-12)
+
+
+def compare_results(ns, work):
+    import csv
+
+    cmp = ns["cmp"]
+    assert str(cmp["step"].dtype) == "int64" and str(cmp["NormRelativeErr"].dtype) == "float64"
+    assert str(cmp["Requires_grad Consistent"].dtype) == "bool"
+    # The same comparison as msprobe's CSVs: as many rows, as many errors.
+    csv_dir = work / "cmp-csv"
+    probelake("compare", work / "lake/bug", work / "lake/base", "-o", csv_dir, "-q", codes=(0, 1))
+    rows = [r for f in sorted(csv_dir.rglob("*.csv")) for r in csv.DictReader(f.open(newline=""))]
+    assert len(cmp) == len(rows) > 0
+    assert len(ns["errors"]) == sum(r["Result"] == "error" for r in rows) > 0
+    first = ns["first"]
+    assert str(first["step"].dtype) == "int64" and str(first["rel_err"].dtype) == "float64"
+    divergence = probelake("divergence", work / "lake/bug", work / "lake/base", "--format", "json", "-q", codes=(0, 1))
+    assert len(first) == len(json.loads(divergence.stdout)) > 0
+
+
+def read_s3(ns, work):
+    check_polars_types(ns["per_unit"])
+    assert ns["per_unit"]["len"].sum() == leaves(work)
+
+
+CHECKS = {
+    "Load a run / pandas": load_pandas,
+    "Load a run / polars": load_polars,
+    "Load a run / pyarrow": load_pyarrow,
+    "Load a run / DuckDB": load_duckdb,
+    "Filter by stage and step / polars": filter_polars,
+    "Filter by stage and step / pandas": filter_pandas,
+    "Join two runs / polars": join_polars,
+    "Join two runs / DuckDB": join_duckdb,
+    "Plot one op's norm over steps": plot_matplotlib,
+    "Compare and divergence results": compare_results,
+    "Read from S3": read_s3,
+}
+
+
+def test_every_recipe_has_a_check():
+    assert [h for h, _ in blocks("python")] == list(CHECKS)
+
+
+def upload_to_s3(work):
+    """Copies lake/base to the S3 endpoint under test and points the recipe at it."""
+    from pyarrow import fs
+
+    endpoint = os.environ["PROBELAKE_S3_ENDPOINT"]
+    s3 = fs.S3FileSystem(
+        endpoint_override=endpoint,
+        scheme="http" if endpoint.startswith("http://") else "https",
+        access_key=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        region=os.environ.get("AWS_REGION", "us-east-1"),
+        allow_bucket_creation=True,
+    )
+    bucket = os.environ.get("PROBELAKE_S3_BUCKET", "probelake-recipes")
+    s3.create_dir(bucket)
+    prefix = f"{bucket}/{work.name}/base"
+    fs.copy_files(str(work / "lake" / "base"), prefix, destination_filesystem=s3)
+    return f"s3://{prefix}"
+
+
+@pytest.mark.parametrize("heading, code", blocks("python"), ids=[h for h, _ in blocks("python")])
+def test_recipe(heading, code, workdir, monkeypatch):
+    if "PROBELAKE_S3_ENDPOINT" in code:
+        if not os.environ.get("PROBELAKE_S3_ENDPOINT"):
+            pytest.skip("S3 recipe: set PROBELAKE_S3_ENDPOINT, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to run it")
+        monkeypatch.setenv("PROBELAKE_S3_RUN", upload_to_s3(workdir))
+    monkeypatch.chdir(workdir)
+    namespace = {"__name__": "__recipe__"}
+    exec(compile(code, f"docs/python.md ({heading})", "exec"), namespace)
+    CHECKS[heading](namespace, workdir)
