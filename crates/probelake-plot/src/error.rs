@@ -8,9 +8,10 @@ use plotters::drawing::DrawingAreaErrorKind;
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
-    /// The SQL that fetches the data failed (a run or column missing, a store error).
+    /// The SQL that fetches the data failed (a run or column missing, a store error). Boxed:
+    /// DataFusion's errors are large and this one is rare.
     #[error(transparent)]
-    Query(#[from] probelake_query::QueryError),
+    Query(Box<probelake_query::QueryError>),
     /// The runs hold nothing to draw for what was asked.
     #[error("{what}")]
     NoData {
@@ -40,6 +41,12 @@ pub enum PlotError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<probelake_query::QueryError> for PlotError {
+    fn from(e: probelake_query::QueryError) -> Self {
+        PlotError::Query(Box::new(e))
+    }
 }
 
 impl<E: std::error::Error + Send + Sync> From<DrawingAreaErrorKind<E>> for PlotError {

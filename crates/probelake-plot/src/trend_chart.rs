@@ -255,7 +255,42 @@ pub(crate) fn short(v: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::short;
+    use super::*;
+    use crate::trend::{TrendPoint, TrendQuery, TrendSeries};
+
+    fn trend(values: &[(i64, Value)], log_y: bool) -> Trend {
+        let points = values.iter().map(|&(step, v)| TrendPoint { step, values: [v, v, v, v], leaves: 1 }).collect();
+        Trend {
+            query: TrendQuery { log_y, ..TrendQuery::op("Functional.linear") },
+            series: vec![TrendSeries { run: "base".into(), stage: None, points }],
+            empty_runs: vec!["other".into()],
+        }
+    }
+
+    #[test]
+    fn ranges_leave_out_non_finite_values_and_refuse_a_log_of_negatives() {
+        let t = trend(&[(1, Value::Finite(2.0)), (2, Value::NonFinite), (3, Value::Finite(4.0))], false);
+        let (lo, hi) = value_range(&t, Stat::Norm).unwrap();
+        assert!(lo < 2.0 && hi > 4.0 && hi < 5.0, "{lo}..{hi}");
+        assert_eq!(value_range(&trend(&[(1, Value::NonFinite)], false), Stat::Max).unwrap(), (0.0, 1.0));
+        let log = trend(&[(1, Value::Finite(10.0)), (2, Value::Finite(1000.0))], true);
+        let (lo, hi) = value_range(&log, Stat::Norm).unwrap();
+        assert!(lo < 1.0 && hi > 3.0 && hi < 3.5, "{lo}..{hi}");
+        let err = value_range(&trend(&[(4, Value::Finite(-1.0))], true), Stat::Mean).unwrap_err();
+        assert!(err.to_string().contains("mean is -1 at step 4"), "{err}");
+    }
+
+    #[test]
+    fn a_trend_with_gaps_and_non_finite_points_draws() {
+        let t = trend(
+            &[(1, Value::Finite(2.0)), (2, Value::NonFinite), (3, Value::Missing), (4, Value::Finite(1.0))],
+            false,
+        );
+        let figure = t.render().unwrap();
+        assert!(figure.svg.contains("nothing in other"), "the subtitle names runs without data");
+        assert!(figure.svg.contains("NaN or ±inf"));
+        assert!(figure.png.starts_with(b"\x89PNG"));
+    }
 
     #[test]
     fn tick_labels_stay_short() {
