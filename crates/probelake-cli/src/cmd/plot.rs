@@ -174,7 +174,7 @@ pub struct DivergenceArgs {
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let (figure, output) = match args.chart {
         ChartArgs::Trend(a) => {
-            let session = open_runs(&a.runs, a.dataset.as_deref(), false).await?;
+            let session = open_runs(&a.runs, a.dataset.as_deref(), false, &ctx.storage).await?;
             let subject = match (a.op, a.item) {
                 (Some(op), _) => Subject::Op(op),
                 (None, Some(item)) => Subject::Item(item),
@@ -195,8 +195,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             (fetch_trend(&session, &query).await?.render()?, a.output)
         }
         ChartArgs::Divergence(a) => {
-            let target = open_run(&a.target, "target").await?;
-            let golden = open_run(&a.golden, "golden").await?;
+            let target = open_run(&a.target, "target", &ctx.storage).await?;
+            let golden = open_run(&a.golden, "golden", &ctx.storage).await?;
             let (t_name, g_name) = run_names(&a.target, &a.golden);
             let runs = vec![Run::new(&t_name, target.lake.clone()), Run::new(&g_name, golden.lake.clone())];
             let session = RunSession::open(runs, false).await?;
