@@ -10,3 +10,4 @@ mod leaves;
 mod roundtrip;
 mod sql;
 mod synth;
+mod writer;

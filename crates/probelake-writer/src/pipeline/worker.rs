@@ -107,7 +107,7 @@ struct Walk<'s> {
 }
 
 /// msprobe's item suffix of a slot (`None`: not a value slot; its JSON is kept as is).
-pub(crate) fn slot_suffix<'a>(section: &'a str, grads: bool) -> Option<&'a str> {
+pub(crate) fn slot_suffix(section: &str, grads: bool) -> Option<&str> {
     match section {
         _ if grads => Some(section),
         "input_args" | "input_kwargs" | "input" => Some("input"),

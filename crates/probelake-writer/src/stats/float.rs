@@ -375,7 +375,8 @@ mod tests {
         let bf16s: Vec<u8> = values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect();
         let f16s: Vec<u8> = values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect();
         let bits = |m: Moments| [m.max, m.min, m.sum, m.sum_sq].map(f64::to_bits);
-        let (portable, best): (fn(Rows<'_>) -> Acc, fn(Rows<'_>) -> Acc) = (|r| r.reduce_portable(), |r| r.reduce());
+        type Reduce = fn(Rows<'_>) -> Acc;
+        let (portable, best): (Reduce, Reduce) = (|r| r.reduce_portable(), |r| r.reduce());
         assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, best)));
         assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, best)));
         assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, best)));
