@@ -4,6 +4,7 @@
 //!
 //! This crate is a facade: it re-exports the library crates so one dependency brings them all.
 //! - [`format`]: the dataset format, the commit protocol and the msprobe codec;
+//! - [`writer`]: the asynchronous writer that records tensors into a dataset as msprobe would;
 //! - [`query`]: SQL over runs with DataFusion, msprobe's metrics as functions, compare;
 //! - [`plot`]: charts of runs (trends across steps, divergence heatmaps) as SVG and PNG;
 //! - [`cli`]: the `probelake` command line (used by the binary).
@@ -24,3 +25,4 @@ pub use probelake_cli as cli;
 pub use probelake_format as format;
 pub use probelake_plot as plot;
 pub use probelake_query as query;
+pub use probelake_writer as writer;

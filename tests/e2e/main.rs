@@ -13,3 +13,4 @@ mod roundtrip;
 mod s3;
 mod sql;
 mod synth;
+mod writer;

@@ -14,6 +14,7 @@ use crate::schema::{construct_schema, dump_schema, source_schema, stack_schema, 
 
 use super::construct::ConstructRow;
 use super::dump_file::LeafRow;
+use super::leaf::Leaf;
 use super::name::EntryName;
 use super::stack::StackRow;
 
@@ -55,19 +56,46 @@ pub struct DumpColumns {
     pid: Int64Builder,
 }
 
+/// Where a leaf sits: its entry's position, its own position, slot, path and row name.
+#[derive(Debug, Clone, Copy)]
+pub struct LeafPlace<'r> {
+    /// Position of the entry in the file.
+    pub seq: i64,
+    /// Position of the leaf inside its entry.
+    pub leaf: i32,
+    /// The slot: `input_args`, `output`, …, or a parameter name.
+    pub section: &'r str,
+    /// Position inside the slot.
+    pub path: &'r str,
+    /// The row name msprobe compare uses.
+    pub item: &'r str,
+}
+
 impl DumpColumns {
     /// Appends one leaf of entry `name`.
     pub fn push(&mut self, row: &LeafRow<'_>, full_name: &str, name: &EntryName<'_>, origin: Origin) {
-        let leaf = &row.value;
-        self.seq.append_value(row.seq);
-        self.leaf.append_value(row.leaf);
+        let place = LeafPlace { seq: row.seq, leaf: row.leaf, section: &row.section, path: &row.path, item: &row.item };
+        self.push_leaf(place, &row.value, full_name, name, origin);
+    }
+
+    /// Appends one leaf given by its parts (the async writer has no parsed document to point at).
+    pub fn push_leaf(
+        &mut self,
+        place: LeafPlace<'_>,
+        leaf: &Leaf<'_>,
+        full_name: &str,
+        name: &EntryName<'_>,
+        origin: Origin,
+    ) {
+        self.seq.append_value(place.seq);
+        self.leaf.append_value(place.leaf);
         self.name.append_value(full_name);
         self.op.append_value(name.op);
         self.call.append_option(name.call);
         self.direction.append_option(name.direction);
-        self.section.append_value(&row.section);
-        self.path.append_value(&row.path);
-        self.item.append_value(&row.item);
+        self.section.append_value(place.section);
+        self.path.append_value(place.path);
+        self.item.append_value(place.item);
         self.kind.append_option(leaf.kind.as_deref());
         self.dtype.append_option(leaf.dtype.as_deref());
         let shape = self.shape.get_or_insert_with(shape_builder);
@@ -204,8 +232,12 @@ pub struct TensorRow<'a> {
     pub data_name: &'a str,
     /// The row name (file name without extension).
     pub item: &'a str,
-    /// The tensor.
-    pub data: &'a crate::tensor_file::TensorData,
+    /// dtype, as [`crate::tensor_file::TensorData::dtype`].
+    pub dtype: &'a str,
+    /// Dimensions.
+    pub shape: &'a [i64],
+    /// Contiguous little-endian element bytes.
+    pub data: &'a [u8],
     /// `pt` or `npy`.
     pub container: &'a str,
     /// Container details for a byte-exact rebuild.
@@ -234,11 +266,11 @@ impl TensorColumns {
     pub fn push(&mut self, row: &TensorRow<'_>, origin: Origin) {
         self.data_name.append_value(row.data_name);
         self.item.append_value(row.item);
-        self.dtype.append_value(&row.data.dtype);
+        self.dtype.append_value(row.dtype);
         let shape = self.shape.get_or_insert_with(shape_builder);
-        shape.values().append_slice(&row.data.shape);
+        shape.values().append_slice(row.shape);
         shape.append(true);
-        self.data.append_value(&row.data.data);
+        self.data.append_value(row.data);
         self.container.append_value(row.container);
         self.meta.append_value(row.meta);
         self.original.append_option(row.original);

@@ -353,7 +353,16 @@ fn read_tensors(dir: &Path, columns: &mut UnitColumns, origin: Origin) -> Result
         let api = name.split('.').next().unwrap_or_default();
         let container = if name.ends_with(".npy") { "npy" } else { "pt" };
         let meta_json = meta.to_json().map_err(|source| FormatError::TensorFile { file: path.clone(), source })?;
-        let row = TensorRow { data_name: &name, item, data: &data, container, meta: &meta_json, original };
+        let row = TensorRow {
+            data_name: &name,
+            item,
+            dtype: &data.dtype,
+            shape: &data.shape,
+            data: &data.data,
+            container,
+            meta: &meta_json,
+            original,
+        };
         columns.tensor.entry(api.to_string()).or_default().push(&row, origin);
         n += 1;
     }

@@ -17,7 +17,10 @@ mod leaf;
 mod name;
 mod stack;
 
-pub use columns::Origin;
+pub use columns::{
+    ConstructColumns, DumpColumns, LeafPlace, Origin, SideFileRef, SourceColumns, SourceRow, StackColumns,
+    TensorColumns, TensorRow,
+};
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
 pub use discover::{discover, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{render, render_parsed, take_apart, DumpKind, Header, LeafRow, ParsedDump};

@@ -1,0 +1,347 @@
+//! The unit writer's contract: `record` returns before device copies finish; the budget waits,
+//! refuses or drops by option; abort and drop leave nothing; nothing is visible before commit;
+//! bad entries are refused at once and background failures fail the commit.
+//!
+//! Held copies of the simulated device make "still in flight" a state the tests control, so no
+//! assertion depends on timing.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use probelake_format::CommitRecord;
+use tempfile::TempDir;
+
+use super::*;
+use crate::device::simulated::SimulatedDevice;
+use crate::{DType, Lake, Tensor, WriterOptions};
+
+fn lake() -> (TempDir, Lake) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = Lake::open(dir.path().to_str().expect("utf-8")).expect("open");
+    (dir, lake)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+/// The committed units (none when not even the manifest exists).
+fn units(lake: &Lake) -> Vec<CommitRecord> {
+    runtime().block_on(lake.format().units()).unwrap_or_default()
+}
+
+fn parquet_files(dir: &std::path::Path) -> usize {
+    fn walk(d: &std::path::Path, n: &mut usize) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, n);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                *n += 1;
+            }
+        }
+    }
+    let mut n = 0;
+    walk(dir, &mut n);
+    n
+}
+
+/// Polls `cond` (a state change on another thread, not a duration being measured).
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(30), "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn f32s(n: usize) -> Vec<u8> {
+    (0..n).flat_map(|i| (i as f32 * 0.5 - 3.0).to_le_bytes()).collect()
+}
+
+fn host_entry(name: &str, n: usize) -> Entry {
+    let t = Tensor::new(DType::F32, [n as i64], TensorSource::host(f32s(n)));
+    Entry::new(name).input_args([Value::tensor(t)]).output([Value::null()])
+}
+
+fn device_entry(name: &str, device: &SimulatedDevice, n: usize) -> Entry {
+    let t = Tensor::new(DType::F32, [n as i64], TensorSource::device(device.upload(f32s(n))));
+    Entry::new(name).input_args([Value::tensor(t)])
+}
+
+fn small_budget(backpressure: Backpressure) -> WriterOptions {
+    // One 200-element f32 device entry costs 800 + 256 bytes: the budget holds one.
+    WriterOptions { budget_bytes: 1100, backpressure, threads: 1, ..WriterOptions::default() }
+}
+
+#[test]
+fn record_returns_before_device_copies_complete() {
+    let (_dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    device.hold();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    assert_eq!(unit.record(device_entry("Torch.exp.0.forward", &device, 64)).expect("record"), Recorded::Queued);
+    assert_eq!((device.started(), device.completed()), (1, 0), "record started the copy and did not wait for it");
+    device.release();
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!((record.counts.entries, record.counts.leaves), (1, 1));
+    assert_eq!(device.completed(), 1);
+}
+
+#[test]
+fn a_full_budget_refuses_with_backpressure_error() {
+    let (_dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    device.hold();
+    let unit = lake.unit(Unit::new(0, "default", 0), small_budget(Backpressure::Error)).expect("unit");
+    unit.record(device_entry("Torch.exp.0.forward", &device, 200)).expect("first fits");
+    let err = unit.record(device_entry("Torch.exp.1.forward", &device, 200)).expect_err("budget full");
+    assert!(matches!(err, WriterError::BudgetFull { needed: 1056, used: 1056, budget: 1100 }), "{err}");
+    assert_eq!(unit.metrics().records, 1);
+    device.release();
+    assert_eq!(unit.commit_blocking().expect("commit").counts.entries, 1);
+}
+
+#[test]
+fn a_full_budget_drops_and_counts_with_backpressure_drop() {
+    let (_dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    device.hold();
+    let unit = lake.unit(Unit::new(0, "default", 0), small_budget(Backpressure::Drop)).expect("unit");
+    unit.record(device_entry("Torch.exp.0.forward", &device, 200)).expect("first fits");
+    let released = Arc::new(AtomicUsize::new(0));
+    let bytes: &'static [u8] = Box::leak(f32s(200).into_boxed_slice());
+    let flag = Arc::clone(&released);
+    // SAFETY: leaked, never written.
+    let lent =
+        unsafe { TensorSource::lent(bytes.as_ptr(), bytes.len(), move || _ = flag.fetch_add(1, Ordering::SeqCst)) };
+    let dropped = Entry::new("Torch.exp.1.forward").input_args([Value::tensor(Tensor::new(DType::F32, [200], lent))]);
+    assert_eq!(unit.record(dropped).expect("dropped, not an error"), Recorded::Dropped);
+    assert_eq!(released.load(Ordering::SeqCst), 1, "the dropped entry's lent buffer was released");
+    let m = unit.metrics();
+    assert_eq!((m.records, m.drops, m.dropped_bytes), (1, 1, 800));
+    device.release();
+    assert_eq!(unit.commit_blocking().expect("commit").counts.entries, 1);
+}
+
+#[test]
+fn a_full_budget_makes_record_wait_with_backpressure_wait() {
+    let (_dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    device.hold();
+    let unit = lake.unit(Unit::new(0, "default", 0), small_budget(Backpressure::Wait)).expect("unit");
+    unit.record(device_entry("Torch.exp.0.forward", &device, 200)).expect("first fits");
+    std::thread::scope(|s| {
+        let second = s.spawn(|| unit.record(device_entry("Torch.exp.1.forward", &device, 200)));
+        eventually("the second record waits", || unit.metrics().waits == 1);
+        assert!(!second.is_finished(), "record returned while the budget was full");
+        assert_eq!(unit.metrics().records, 1);
+        device.release();
+        assert_eq!(second.join().expect("thread").expect("record"), Recorded::Queued);
+    });
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!(record.counts.entries, 2);
+    assert_eq!(unit_metrics_after(&lake), 2);
+}
+
+fn unit_metrics_after(lake: &Lake) -> u64 {
+    units(lake).iter().map(|u| u.counts.entries).sum()
+}
+
+#[test]
+fn nothing_is_visible_before_commit_and_abort_removes_the_files() {
+    let (dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    let options = WriterOptions { batch_rows: 1, ..WriterOptions::default() };
+    // A unit committed first, to see that the other one never shows beside it.
+    let done = lake.unit(Unit::new(0, "default", 0), options.clone()).expect("unit");
+    done.record(host_entry("Torch.exp.0.forward", 8)).expect("record");
+    done.commit_blocking().expect("commit");
+    let before = parquet_files(dir.path());
+
+    let unit = lake.unit(Unit::new(1, "default", 0), options).expect("unit");
+    for i in 0..5 {
+        unit.record(host_entry(&format!("Torch.exp.{i}.forward"), 16)).expect("record");
+    }
+    device.hold();
+    unit.record(device_entry("Torch.exp.5.forward", &device, 16)).expect("record");
+    eventually("batches are stored before commit", || parquet_files(dir.path()) >= before + 5);
+    let visible: Vec<Unit> = units(&lake).into_iter().map(|r| r.unit).collect();
+    assert_eq!(visible, vec![Unit::new(0, "default", 0)], "stored files of an uncommitted unit are invisible");
+    device.release();
+    unit.abort();
+    assert_eq!(units(&lake).len(), 1);
+    assert_eq!(parquet_files(dir.path()), before, "abort removed every file it stored");
+}
+
+#[test]
+fn dropping_a_writer_aborts_it() {
+    let (dir, lake) = lake();
+    let unit = lake
+        .unit(Unit::new(0, "default", 0), WriterOptions { batch_rows: 1, ..WriterOptions::default() })
+        .expect("unit");
+    for i in 0..4 {
+        unit.record(host_entry(&format!("Torch.exp.{i}.forward"), 16)).expect("record");
+    }
+    drop(unit);
+    eventually("the dropped unit's files are removed", || parquet_files(dir.path()) == 0);
+    assert!(units(&lake).is_empty());
+}
+
+#[test]
+fn invalid_entries_are_refused_when_recorded() {
+    let (_dir, lake) = lake();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    let t = |shape: &[i64], bytes: usize| {
+        Value::tensor(Tensor::new(DType::F32, shape.to_vec(), TensorSource::host(vec![0u8; bytes])))
+    };
+    let bad = [
+        (Entry::new("Torch.a.0.forward").input_args([t(&[2, 3], 20)]), "20 bytes for shape [2, 3]"),
+        (Entry::new("Torch.a.0.forward").input_args([t(&[-1], 0)]), "negative dimension"),
+        (Entry::new("Torch.a.0.forward").input_args([t(&[i64::MAX, 4], 0)]), "overflows"),
+        (Entry::new("Torch.a.0.forward").section("is_recompute", t(&[1], 4)), "not a value slot"),
+        (Entry::new("Torch.a.0.forward").input_args([Value::scalar("int", "3 4")]), "not JSON"),
+        (
+            Entry::new("Torch.a.0.forward").input_args([Value::map([("type", Value::json("\"x\""))])]),
+            "reads back as a leaf",
+        ),
+        (Entry::new("Torch.a.0.forward").input_args([Value::json("null")]), "number, string or boolean"),
+        (Entry::new(""), "needs a name"),
+    ];
+    for (entry, want) in bad {
+        let err = unit.record(entry).expect_err(want);
+        assert!(matches!(err, WriterError::InvalidEntry { .. }) && err.to_string().contains(want), "{err}");
+    }
+    assert_eq!(unit.metrics().records, 0);
+    assert_eq!(unit.commit_blocking().expect("an empty unit commits").counts.entries, 0);
+}
+
+#[test]
+fn a_name_recorded_twice_fails_the_commit_and_leaves_nothing() {
+    let (dir, lake) = lake();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    unit.record(host_entry("Torch.exp.0.forward", 4)).expect("record");
+    unit.record(host_entry("Torch.exp.0.forward", 4)).expect("record");
+    let err = unit.commit_blocking().expect_err("duplicate");
+    assert!(err.to_string().contains("recorded twice"), "{err}");
+    assert!(units(&lake).is_empty());
+    assert_eq!(parquet_files(dir.path()), 0);
+}
+
+#[test]
+fn a_failed_device_copy_stops_the_unit_and_fails_the_commit() {
+    let (dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    unit.record(host_entry("Torch.exp.0.forward", 4)).expect("record");
+    let failing = Tensor::new(DType::F32, [4], TensorSource::device(device.upload_failing(f32s(4))));
+    unit.record(Entry::new("Torch.exp.1.forward").input_args([Value::tensor(failing)])).expect("the copy fails later");
+    eventually("the failure reaches the writer", || {
+        matches!(unit.record(host_entry("Torch.exp.2.forward", 4)), Err(WriterError::Stopped { .. }))
+    });
+    let err = unit.commit_blocking().expect_err("failed copy");
+    assert!(err.to_string().contains("simulated device: copy failed"), "{err}");
+    assert!(units(&lake).is_empty());
+    assert_eq!(parquet_files(dir.path()), 0);
+}
+
+#[test]
+fn several_threads_record_into_one_unit() {
+    let (_dir, lake) = lake();
+    let unit = lake
+        .unit(Unit::new(0, "default", 0), WriterOptions { threads: 3, batch_rows: 7, ..WriterOptions::default() })
+        .expect("unit");
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let unit = &unit;
+            s.spawn(move || {
+                for i in 0..50 {
+                    unit.record(host_entry(&format!("Torch.t{t}.{i}.forward"), 1 + i)).expect("record");
+                }
+            });
+        }
+    });
+    let m = unit.metrics();
+    assert_eq!(m.records, 200);
+    assert!(m.record_p50 <= m.record_p99 && m.record_p99 <= m.record_max, "{m:?}");
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!((record.counts.entries, record.counts.leaves), (200, 400));
+    assert!(record.files.len() > 2, "batches of 7 rows were flushed as they filled");
+}
+
+#[test]
+fn lent_buffers_are_released_exactly_once_after_use() {
+    let (_dir, lake) = lake();
+    let released = Arc::new(AtomicUsize::new(0));
+    for task in [crate::Task::Statistics, crate::Task::Tensor] {
+        let unit = lake
+            .unit(Unit::new(task as i64, "default", 0), WriterOptions { task, ..WriterOptions::default() })
+            .expect("unit");
+        for i in 0..10 {
+            let bytes: &'static [u8] = Box::leak(f32s(32).into_boxed_slice());
+            let flag = Arc::clone(&released);
+            // SAFETY: leaked, never written.
+            let lent = unsafe {
+                TensorSource::lent(bytes.as_ptr(), bytes.len(), move || _ = flag.fetch_add(1, Ordering::SeqCst))
+            };
+            let e = Entry::new(format!("Torch.exp.{i}.forward")).input_args([Value::tensor(Tensor::new(
+                DType::F32,
+                [32],
+                lent,
+            ))]);
+            unit.record(e).expect("record");
+        }
+        unit.commit_blocking().expect("commit");
+    }
+    assert_eq!(released.load(Ordering::SeqCst), 20);
+}
+
+#[test]
+fn commit_works_from_a_current_thread_runtime() {
+    let (_dir, lake) = lake();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    let record = runtime().block_on(async move {
+        unit.record_async(host_entry("Torch.exp.0.forward", 8)).await.expect("record");
+        unit.commit().await.expect("commit")
+    });
+    assert_eq!(record.counts.entries, 1);
+    assert_eq!(units(&lake).len(), 1);
+}
+
+#[test]
+fn a_second_commit_of_a_unit_replaces_the_first() {
+    let (dir, lake) = lake();
+    for n in [3, 5] {
+        let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+        for i in 0..n {
+            unit.record(host_entry(&format!("Torch.exp.{i}.forward"), 4)).expect("record");
+        }
+        unit.commit_blocking().expect("commit");
+    }
+    let all = units(&lake);
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].counts.entries, 5);
+    assert_eq!(parquet_files(dir.path()), all[0].files.len(), "the replaced unit's files were deleted");
+}
+
+#[test]
+fn a_tensor_task_with_a_budget_below_the_batch_size_still_makes_progress() {
+    // Payloads stay charged until their file is stored, and the batch (64 MiB) never fills
+    // with a 2 KiB budget: the writer must store what it holds when a caller waits.
+    let (_dir, lake) = lake();
+    let options =
+        WriterOptions { task: crate::Task::Tensor, budget_bytes: 2048, threads: 2, ..WriterOptions::default() };
+    let unit = lake.unit(Unit::new(0, "default", 0), options).expect("unit");
+    std::thread::scope(|s| {
+        let recorder = s.spawn(|| {
+            for i in 0..20 {
+                unit.record(host_entry(&format!("Torch.exp.{i}.forward"), 200)).expect("record");
+            }
+        });
+        eventually("all 20 entries are recorded", || recorder.is_finished());
+    });
+    assert!(unit.metrics().waits > 0, "the budget was full at times");
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!((record.counts.entries, record.counts.tensors), (20, 20));
+}
