@@ -7,6 +7,7 @@ pub mod export;
 pub mod import;
 pub mod info;
 pub mod sql;
+pub mod vacuum;
 
 /// Settings every command shares.
 pub struct Context {
