@@ -25,6 +25,7 @@ Examples:
   probelake import ./dumps ./lake/run-a   # msprobe or verl dump tree -> dataset
   probelake info ./lake/run-a             # units, entries, leaves, bytes
   probelake export ./lake/run-a ./back    # dataset -> the original msprobe files, byte for byte
+  probelake vacuum ./lake/run-a --dry-run # files a killed import left behind
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
   AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a
   probelake plot divergence ./lake/bug ./lake/base   # divergence.svg and divergence.png")]
@@ -60,6 +61,8 @@ pub enum Command {
     Divergence(cmd::divergence::Args),
     /// Draw charts of runs (SVG and PNG): statistics across steps, divergence heatmaps.
     Plot(cmd::plot::Args),
+    /// Remove files no commit names (left by killed or failed writes).
+    Vacuum(cmd::vacuum::Args),
     /// Make two toy msprobe runs (one with a numeric bug), import them and show them.
     Demo(cmd::demo::Args),
 }
@@ -74,6 +77,7 @@ pub fn run() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    ignore_file_size_signal();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return report::error(&anyhow::Error::new(e)),
@@ -92,12 +96,25 @@ pub fn run() -> ExitCode {
             Command::Compare(args) => cmd::compare::run(&ctx, args).await,
             Command::Divergence(args) => cmd::divergence::run(&ctx, args).await,
             Command::Plot(args) => cmd::plot::run(&ctx, args).await,
+            Command::Vacuum(args) => cmd::vacuum::run(&ctx, args).await,
             Command::Demo(args) => cmd::demo::run(&ctx, args).await,
         }
     });
     match result {
         Ok(code) => code,
         Err(e) => report::error(&e),
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) then fails with an error naming the file,
+/// which is reported and cleaned up like a full disk, instead of killing the process by
+/// SIGXFSZ half way through a write.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    // SAFETY: `signal` with SIG_IGN installs no handler code; it is called once, before any
+    // thread of ours exists that could be writing.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

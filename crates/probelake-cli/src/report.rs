@@ -13,10 +13,10 @@ pub fn error(err: &anyhow::Error) -> ExitCode {
         }
     }
     if let Some(line) = storage_failure(err) {
-        eprintln!("probelake: {}", redact(&line));
+        eprintln!("probelake: {}", printable(&redact(&clip(&line))));
         return ExitCode::from(2);
     }
-    eprintln!("probelake: {}", redact(&chain_text(err)));
+    eprintln!("probelake: {}", printable(&redact(&chain_text(err))));
     if let Some(hint) = hint(err) {
         eprintln!("hint: {hint}");
     }
@@ -34,7 +34,53 @@ fn chain_text(err: &anyhow::Error) -> String {
         }
         parts.push(text);
     }
-    parts.join(": ")
+    parts.iter().map(|p| clip(p)).collect::<Vec<_>>().join(": ")
+}
+
+/// Longest part of an error message printed whole. Messages quote input (entry names, paths),
+/// and a hostile input's 100 MB name must not become a 100 MB error.
+const MAX_PART: usize = 2000;
+
+/// `text`, or its head and tail with the middle cut out when longer than [`MAX_PART`]: the head
+/// names the file, the tail says what is wrong and where.
+fn clip(text: &str) -> String {
+    if text.len() <= MAX_PART {
+        return text.to_string();
+    }
+    let head = floor_char_boundary(text, MAX_PART * 2 / 3);
+    let tail = ceil_char_boundary(text, text.len() - MAX_PART / 3);
+    format!("{} […{} bytes cut…] {}", &text[..head], tail - head, &text[tail..])
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// `text` with control characters (but newlines and tabs) written as `\u{…}`, so that input
+/// quoted in a message cannot send escape sequences to the terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// One line for a storage request that failed in a way we can explain: the object or dataset
@@ -75,4 +121,24 @@ fn hint(err: &anyhow::Error) -> Option<String> {
         FormatError::Corrupt { .. } => "re-import the run; `probelake info` shows which units are readable".into(),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_keep_head_and_tail() {
+        let text = format!("file.json: {} must be a number (byte 7)", "é".repeat(100_000));
+        let clipped = clip(&text);
+        assert!(clipped.len() < MAX_PART + 100, "{}", clipped.len());
+        assert!(clipped.starts_with("file.json: ") && clipped.ends_with("must be a number (byte 7)"));
+        assert_eq!(clip("short"), "short");
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("a\u{1b}[2Jb\nc"), "a\\u{1b}[2Jb\nc");
+        assert_eq!(printable("plain é"), "plain é");
+    }
 }

@@ -11,6 +11,11 @@
 //!  discard(files) ◄── on any error before step 2 ──────┘
 //! ```
 //!
+//! [`Lake::commit_pending`] stops after step 2 and keeps what step 3 would delete, so that a
+//! writer committing several units can still undo them all ([`Lake::undo_commit`]) when a later
+//! one fails. Files that no record names (a killed writer's, or those step 3 could not delete)
+//! are removed by [`Lake::vacuum`].
+//!
 //! It rests on two store guarantees: a `put` is atomic (readers see the old object or the new
 //! one, never a mix), and a `put` that returned is durable and listed. Local disks (write to a
 //! temporary file, then rename) and S3-compatible stores both give them. Readers list commit
@@ -30,7 +35,7 @@ use parquet::arrow::ArrowWriter;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FormatError, Result};
-use crate::layout::{child, parse_unit_path, Table, Unit, COMMITS_DIR, MANIFEST_FILE};
+use crate::layout::{child, is_unit_data_path, parse_unit_path, Table, Unit, COMMITS_DIR, MANIFEST_FILE};
 use crate::properties::writer_properties;
 
 /// The version of the dataset format this build writes and reads.
@@ -128,6 +133,16 @@ pub struct StagedUnit {
     pub counts: UnitCounts,
 }
 
+/// A unit made visible whose replaced record's files are still there, so the commit can be
+/// undone: see [`Lake::commit_pending`].
+#[derive(Debug, Clone)]
+pub struct PendingCommit {
+    /// The record now visible.
+    pub record: CommitRecord,
+    /// The record it replaced.
+    pub replaced: Option<CommitRecord>,
+}
+
 /// A Parquet file encoded in memory and not stored yet: the CPU-bound half of
 /// [`Lake::write_batch`], which needs no store and so can run on any thread.
 #[derive(Debug, Clone)]
@@ -163,12 +178,13 @@ pub struct Lake {
     root: Path,
     display: String,
     multipart_threshold: usize,
+    local_dir: Option<std::path::PathBuf>,
 }
 
 impl Lake {
     /// A dataset at `root` inside `store`; `display` names it in messages (a URL without secrets).
     pub fn new(store: Arc<dyn ObjectStore>, root: Path, display: impl Into<String>) -> Self {
-        Lake { store, root, display: display.into(), multipart_threshold: usize::MAX }
+        Lake { store, root, display: display.into(), multipart_threshold: usize::MAX, local_dir: None }
     }
 
     /// Uploads files of at least `bytes` in parts (clamped to S3's 5 MiB minimum part size), so a
@@ -197,7 +213,14 @@ impl Lake {
         let store = LocalFileSystem::new_with_prefix(&abs)
             .map_err(|e| FormatError::store(abs.display(), e))?
             .with_automatic_cleanup(true);
-        Ok(Lake::new(Arc::new(store), Path::default(), dir.display().to_string()))
+        let mut lake = Lake::new(Arc::new(store), Path::default(), dir.display().to_string());
+        lake.local_dir = Some(abs);
+        Ok(lake)
+    }
+
+    /// The dataset's folder (canonical) when it is a local one.
+    pub fn local_dir(&self) -> Option<&std::path::Path> {
+        self.local_dir.as_deref()
     }
 
     /// The store.
@@ -215,7 +238,7 @@ impl Lake {
         &self.display
     }
 
-    fn location(&self, path: &Path) -> String {
+    pub(crate) fn location(&self, path: &Path) -> String {
         let rel = path.as_ref().strip_prefix(self.root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/');
         format!("{}/{}", self.display.trim_end_matches('/'), rel)
     }
@@ -270,20 +293,28 @@ impl Lake {
         uploaded
     }
 
-    fn relative(&self, path: &Path) -> String {
+    pub(crate) fn relative(&self, path: &Path) -> String {
         path.as_ref().strip_prefix(self.root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/').to_string()
     }
 
-    fn absolute(&self, rel: &str) -> Path {
+    pub(crate) fn absolute(&self, rel: &str) -> Path {
         child(&self.root, rel)
     }
 
     /// Makes a staged unit visible, replacing any earlier commit of the same unit.
     #[tracing::instrument(skip(self, staged), fields(step = staged.unit.step, stage = %staged.unit.stage, rank = staged.unit.rank))]
     pub async fn commit(&self, staged: StagedUnit) -> Result<CommitRecord> {
+        let pending = self.commit_pending(staged).await?;
+        Ok(self.finish_commit(pending).await)
+    }
+
+    /// Makes a staged unit visible (steps 1 and 2 of the protocol) but keeps the files of the
+    /// record it replaces until [`Lake::finish_commit`], so that [`Lake::undo_commit`] can still
+    /// bring the old record back whole.
+    pub async fn commit_pending(&self, staged: StagedUnit) -> Result<PendingCommit> {
         self.ensure_manifest().await?;
         let path = staged.unit.commit_path(&self.root);
-        let previous = self.read_record(&path).await?;
+        let replaced = self.read_record(&path).await?;
         let record = CommitRecord {
             format_version: FORMAT_VERSION,
             unit: staged.unit,
@@ -293,18 +324,53 @@ impl Lake {
             files: staged.files,
             counts: staged.counts,
         };
-        let body = serde_json::to_vec_pretty(&record).map_err(|e| FormatError::Internal(e.to_string()))?;
-        self.store.put(&path, PutPayload::from(body)).await.map_err(|e| FormatError::store(self.location(&path), e))?;
-        if let Some(previous) = previous {
+        self.put_record(&path, &record).await?;
+        Ok(PendingCommit { record, replaced })
+    }
+
+    async fn put_record(&self, path: &Path, record: &CommitRecord) -> Result<()> {
+        let body = serde_json::to_vec_pretty(record).map_err(|e| FormatError::Internal(e.to_string()))?;
+        self.store.put(path, PutPayload::from(body)).await.map_err(|e| FormatError::store(self.location(path), e))?;
+        Ok(())
+    }
+
+    /// Step 3: deletes the files of the replaced record that the new one does not name. Best
+    /// effort: a file left behind is invisible, and [`Lake::vacuum`] removes it.
+    pub async fn finish_commit(&self, pending: PendingCommit) -> CommitRecord {
+        let PendingCommit { record, replaced } = pending;
+        if let Some(previous) = replaced {
             let keep: std::collections::HashSet<&str> = record.files.iter().map(|f| f.path.as_str()).collect();
             for file in previous.files.iter().filter(|f| !keep.contains(f.path.as_str())) {
-                // Best effort: an old file left behind is invisible and `vacuum` removes it.
+                if !is_unit_data_path(&previous.unit, file.table, file.api.as_deref(), &file.path) {
+                    // Records are checked when read; this is a second guard, never a delete
+                    // outside the unit's own folders.
+                    continue;
+                }
                 if let Err(e) = self.store.delete(&self.absolute(&file.path)).await {
-                    tracing::warn!(path = %file.path, error = %e, "could not delete a replaced file");
+                    tracing::warn!(path = %file.path, error = %crate::storage::redact(&e.to_string()), "could not delete a replaced file");
                 }
             }
         }
-        Ok(record)
+        record
+    }
+
+    /// Undoes a [`Lake::commit_pending`]: the replaced record is put back (or the unit's record
+    /// deleted when it replaced none). Does nothing when the record is no longer this commit's
+    /// (another writer has committed the unit since). The new record's files are left to the
+    /// caller to [`discard`](Lake::discard).
+    pub async fn undo_commit(&self, pending: &PendingCommit) -> Result<()> {
+        let path = pending.record.unit.commit_path(&self.root);
+        let current = self.read_record(&path).await?;
+        if current.as_ref().map(|r| r.commit_id.as_str()) != Some(pending.record.commit_id.as_str()) {
+            return Ok(());
+        }
+        match &pending.replaced {
+            Some(previous) => self.put_record(&path, previous).await,
+            None => match self.store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(FormatError::store(self.location(&path), e)),
+            },
+        }
     }
 
     /// Deletes data files of a unit that will not be committed. Best effort: the files are
@@ -386,9 +452,31 @@ impl Lake {
         let Some(bytes) = self.get_optional(path).await? else {
             return Ok(None);
         };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| FormatError::Corrupt { location: self.location(path), message: format!("commit record: {e}") })
+        let corrupt = |message: String| FormatError::Corrupt { location: self.location(path), message };
+        let record: CommitRecord =
+            serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("commit record: {e}")))?;
+        if record.format_version > FORMAT_VERSION {
+            return Err(corrupt(format!(
+                "commit record of format version {} is not readable by this probelake (reads version ≤ {FORMAT_VERSION}); upgrade probelake",
+                record.format_version
+            )));
+        }
+        // A record is trusted only for its own unit's files: one crafted by hand (or damaged)
+        // must not make readers open, or a later commit delete, anything else in the dataset.
+        if record.unit.commit_path(&self.root) != *path {
+            return Err(corrupt(format!("the commit record is for {}, not for the unit its name says", record.unit)));
+        }
+        if let Some(bad) =
+            record.files.iter().find(|f| !is_unit_data_path(&record.unit, f.table, f.api.as_deref(), &f.path))
+        {
+            return Err(corrupt(format!(
+                "the commit record names {:?}, which is not a {} data file of {}",
+                bad.path,
+                bad.table.name(),
+                record.unit
+            )));
+        }
+        Ok(Some(record))
     }
 
     /// The committed units, in (step, stage, rank) order. Errors if the root holds no dataset.

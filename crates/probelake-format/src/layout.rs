@@ -130,15 +130,28 @@ pub fn child(root: &Path, rel: &str) -> Path {
     Path::parse(&joined).unwrap_or_else(|_| rel.split('/').fold(root.clone(), |p, seg| p.join(seg)))
 }
 
+/// Longest encoded partition value kept whole, in bytes. Most file systems limit a folder name
+/// to 255 bytes, and encoding can triple a value's length (`é` is `%C3%A9`).
+pub const MAX_ENCODED_VALUE: usize = 128;
+
 /// Percent-encodes a partition value byte-wise, keeping `[A-Za-z0-9._-]`, as pyarrow and DuckDB
 /// do. The result can never contain `/` or be `.`/`..`, so it can never leave its folder.
 ///
+/// A value whose encoding would be longer than [`MAX_ENCODED_VALUE`] keeps an encoded prefix
+/// and ends in `~` and 16 hex digits of a hash of the whole value (FNV-1a, 64 bits: stable
+/// across versions, because a unit's commit record must be found again where it was written).
+/// `~` is never kept by the encoding (it becomes `%7E`), so such a name cannot equal the
+/// encoding of another value. probelake reads partition values from commit records, never from
+/// these names, so only plain Parquet readers see the shortened value.
+///
 /// ```
-/// use probelake_format::layout::{decode_partition_value, encode_partition_value};
+/// use probelake_format::layout::{decode_partition_value, encode_partition_value, MAX_ENCODED_VALUE};
 /// assert_eq!(encode_partition_value("actor_update"), "actor_update");
 /// assert_eq!(encode_partition_value("a b/../é"), "a%20b%2F..%2F%C3%A9");
 /// assert_eq!(encode_partition_value(".."), "%2E%2E");
 /// assert_eq!(decode_partition_value("a%20b%2F..%2F%C3%A9").unwrap(), "a b/../é");
+/// let long = encode_partition_value(&"é".repeat(1000));
+/// assert!(long.len() <= MAX_ENCODED_VALUE && long.contains('~'));
 /// ```
 pub fn encode_partition_value(value: &str) -> String {
     if value.is_empty() {
@@ -148,9 +161,16 @@ pub fn encode_partition_value(value: &str) -> String {
     if value == "." || value == ".." {
         return value.bytes().map(|b| format!("%{b:02X}")).collect();
     }
-    let mut out = String::with_capacity(value.len());
+    const HASH_SUFFIX: usize = 17;
+    let shorten = encoded_len(value) > MAX_ENCODED_VALUE;
+    let mut out = String::with_capacity(value.len().min(MAX_ENCODED_VALUE));
     for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+        let piece_len = if keeps(b) { 1 } else { 3 };
+        if shorten && out.len() + piece_len > MAX_ENCODED_VALUE - HASH_SUFFIX {
+            out.push_str(&format!("~{:016x}", fnv1a64(value.as_bytes())));
+            return out;
+        }
+        if keeps(b) {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -159,7 +179,41 @@ pub fn encode_partition_value(value: &str) -> String {
     out
 }
 
-/// Reverses [`encode_partition_value`]; `None` when the text is not valid encoded UTF-8.
+fn keeps(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}
+
+fn encoded_len(value: &str) -> usize {
+    value.bytes().map(|b| if keeps(b) { 1 } else { 3 }).sum()
+}
+
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Whether `path` (relative to the dataset root) has the shape of a data file of `unit`'s
+/// `table`: `{table}/{partition path}/[api={family}/]{name}.parquet`, with no other segments.
+/// Commit records naming anything else are refused, and replaced files are only deleted when
+/// they pass, so a crafted record can neither read nor delete another unit's files or
+/// probelake's own metadata.
+pub fn is_unit_data_path(unit: &Unit, table: Table, api: Option<&str>, path: &str) -> bool {
+    let Some(rest) = path.strip_prefix(table.name()).and_then(|r| r.strip_prefix('/')) else { return false };
+    let Some(rest) = rest.strip_prefix(unit.partition_path().as_str()).and_then(|r| r.strip_prefix('/')) else {
+        return false;
+    };
+    let name = match (table.has_api_partition(), api) {
+        (true, Some(api)) => {
+            let Some(name) = rest.strip_prefix(&format!("api={}/", encode_partition_value(api))) else { return false };
+            name
+        }
+        (false, None) => rest,
+        _ => return false,
+    };
+    !name.is_empty() && !name.starts_with('.') && name.ends_with(".parquet") && !name.contains(['/', '\\', '#', '%'])
+}
+
+/// Reverses [`encode_partition_value`] (a shortened value gives back its prefix and hash);
+/// `None` when the text is not valid encoded UTF-8.
 pub fn decode_partition_value(text: &str) -> Option<String> {
     if text == "%00" {
         return Some(String::new());
@@ -207,6 +261,44 @@ mod tests {
             assert!(!enc.contains('/') && enc != "." && enc != ".." && !enc.is_empty(), "{v} -> {enc}");
             assert_eq!(decode_partition_value(&enc).as_deref(), Some(v), "{enc}");
         }
+    }
+
+    #[test]
+    fn long_values_are_shortened_and_stay_distinct() {
+        let a = encode_partition_value(&"x".repeat(300));
+        let b = encode_partition_value(&("x".repeat(299) + "y"));
+        assert!(a.len() <= MAX_ENCODED_VALUE && b.len() <= MAX_ENCODED_VALUE, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(a.starts_with("xxxx") && a.contains('~'));
+        let exact = "y".repeat(MAX_ENCODED_VALUE);
+        assert_eq!(encode_partition_value(&exact), exact, "a value of exactly the limit is kept whole");
+        let unicode = encode_partition_value(&"é".repeat(100));
+        assert!(unicode.len() <= MAX_ENCODED_VALUE && !unicode.contains("%C~"), "{unicode}");
+        // Hashes must never change: records written by earlier versions are found by them.
+        assert_eq!(fnv1a64(b"probelake"), 0x8e7f_dd80_812a_a49a);
+    }
+
+    #[test]
+    fn only_paths_of_the_unit_are_its_data_files() {
+        let u = Unit::new(1, "a b", 0);
+        let ok = "dump/step=1/stage=a%20b/rank=0/api=Torch/0123abcd.parquet";
+        assert!(is_unit_data_path(&u, Table::Dump, Some("Torch"), ok));
+        for bad in [
+            "dump/step=1/stage=a%20b/rank=0/api=Torch/../../x.parquet",
+            "dump/step=1/stage=a%20b/rank=0/api=Torch/x/y.parquet",
+            "dump/step=2/stage=a%20b/rank=0/api=Torch/0123abcd.parquet",
+            "dump/step=1/stage=a%20b/rank=0/api=Other/0123abcd.parquet",
+            "_probelake/manifest.json",
+            "dump/step=1/stage=a%20b/rank=0/api=Torch/.hidden.parquet",
+            "dump/step=1/stage=a%20b/rank=0/api=Torch/x.json",
+            "../dump/step=1/stage=a%20b/rank=0/api=Torch/0123abcd.parquet",
+        ] {
+            assert!(!is_unit_data_path(&u, Table::Dump, Some("Torch"), bad), "{bad}");
+        }
+        assert!(is_unit_data_path(&u, Table::Source, None, "source/step=1/stage=a%20b/rank=0/f.parquet"));
+        assert!(!is_unit_data_path(&u, Table::Source, Some("x"), "source/step=1/stage=a%20b/rank=0/f.parquet"));
+        let fresh = u.new_file_path(&Path::default(), Table::Tensor, Some("é/.."));
+        assert!(is_unit_data_path(&u, Table::Tensor, Some("é/.."), fresh.as_ref()), "{fresh}");
     }
 
     #[test]

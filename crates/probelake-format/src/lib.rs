@@ -10,6 +10,7 @@
 //! Where to start:
 //! - [`msprobe::import`] and [`msprobe::export`]: the codec between msprobe files and a dataset;
 //! - [`lake::Lake`]: a dataset on an object store, its commit protocol and what is visible;
+//! - [`vacuum`]: removing what no commit names (crashed writers' files), after a grace period;
 //! - [`schema`] and [`layout`]: the columns and paths everything else relies on;
 //! - [`readers`]: the schema files that type a table for pandas and pyarrow;
 //! - [`json`]: msprobe's JSON dialect, read and written exactly as CPython does;
@@ -22,14 +23,16 @@ pub mod json;
 pub mod lake;
 pub mod layout;
 pub mod msprobe;
+pub mod output_tree;
 pub mod properties;
 pub mod readers;
 pub mod schema;
 pub mod storage;
 pub mod synth;
 pub mod tensor_file;
+pub mod vacuum;
 
 pub use error::{FormatError, Result};
-pub use lake::{CommitRecord, DataFile, Lake, UnitCounts};
+pub use lake::{CommitRecord, DataFile, Lake, PendingCommit, UnitCounts};
 pub use layout::{Table, Unit};
 pub use storage::StorageOptions;

@@ -62,7 +62,11 @@ impl LakeTable {
                 if table.has_api_partition() {
                     values.push(ScalarValue::Utf8(Some(file.api.clone().unwrap_or_default())));
                 }
-                files.push(PartitionedFile::new(location.to_string(), file.bytes).with_partition_values(values));
+                // The location is set as a `Path`, never re-parsed from a string: `Path::from(&str)`
+                // would percent-encode the `%` of an encoded stage (`a%20b`) a second time.
+                let mut pf = PartitionedFile::new(String::new(), file.bytes).with_partition_values(values);
+                pf.object_meta.location = location;
+                files.push(pf);
             }
         }
         LakeTable { table, file_schema, partition_fields, schema, store_url, files }

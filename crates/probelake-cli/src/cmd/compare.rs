@@ -1,10 +1,12 @@
 //! `probelake compare TARGET GOLDEN`: msprobe's compare table for every unit in both runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
+use probelake_format::layout::encode_partition_value;
 use probelake_format::msprobe::{import, ImportOptions, NoProgress};
+use probelake_format::output_tree::OutputTree;
 use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
 use probelake_query::compare::{compare_unit, CompareMode, CompareOptions, UnitComparison};
 
@@ -167,26 +169,42 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let nested = pairs.len() > 1;
     let opts = CompareOptions { mode };
     let mut errors = 0usize;
-    let mut written = Vec::new();
+    let mut results = Vec::with_capacity(pairs.len());
     for (t, g) in &pairs {
         let result = compare_unit(&target.lake, t, &golden.lake, g, &opts)
             .await
             .with_context(|| format!("comparing {}", t.unit))?;
         errors += count_errors(&result);
-        match args.format {
-            CompareFormat::Table => print_table(&result)?,
-            CompareFormat::Csv | CompareFormat::Parquet => {
-                let dir = if nested {
-                    args.output.join(format!("step{}", t.unit.step)).join(&t.unit.stage)
-                } else {
-                    args.output.clone()
-                };
-                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-                let ext = if args.format == CompareFormat::Csv { "csv" } else { "parquet" };
-                let path = dir.join(file_name(&t.unit, &stamp, ext));
-                write_result(&result, &path, args.format)?;
-                written.push(path);
+        results.push((&t.unit, result));
+    }
+    // Written only once every unit compared, and all or nothing, so a failure leaves no partial
+    // result folder behind.
+    let mut written = Vec::new();
+    match args.format {
+        CompareFormat::Table => {
+            for (_, result) in &results {
+                print_table(result)?;
             }
+        }
+        CompareFormat::Csv | CompareFormat::Parquet => {
+            let mut tree = OutputTree::new(&args.output, true);
+            let ext = if args.format == CompareFormat::Csv { "csv" } else { "parquet" };
+            for (unit, result) in &results {
+                let dir = if nested {
+                    PathBuf::from(format!("step{}", unit.step)).join(folder_name(&unit.stage))
+                } else {
+                    PathBuf::new()
+                };
+                let rel = dir.join(file_name(unit, &stamp, ext));
+                let written_ok = render_result(result, args.format)
+                    .and_then(|bytes| tree.write(&rel, &bytes).map_err(anyhow::Error::from));
+                if let Err(e) = written_ok {
+                    tree.rollback();
+                    return Err(e.context(format!("writing {}", args.output.join(&rel).display())));
+                }
+                written.push(args.output.join(rel));
+            }
+            tree.finish();
         }
     }
     ctx.note(&format!(
@@ -206,7 +224,7 @@ fn count_errors(result: &UnitComparison) -> usize {
     result.rows.iter().filter(|r| r.get(col).is_some_and(|c| c == "error")).count()
 }
 
-fn write_result(result: &UnitComparison, path: &Path, format: CompareFormat) -> anyhow::Result<()> {
+fn render_result(result: &UnitComparison, format: CompareFormat) -> anyhow::Result<Vec<u8>> {
     let mut buf = Vec::new();
     match format {
         CompareFormat::Parquet => {
@@ -215,7 +233,21 @@ fn write_result(result: &UnitComparison, path: &Path, format: CompareFormat) -> 
         }
         _ => result.write_csv(&mut buf)?,
     }
-    std::fs::write(path, buf).with_context(|| format!("writing {}", path.display()))
+    Ok(buf)
+}
+
+/// The stage as one folder name: itself when it is a plain name (verl's stages are), else its
+/// percent-encoding, so that a stage such as `../x` can never lead outside the output folder.
+fn folder_name(stage: &str) -> String {
+    let plain = !stage.is_empty()
+        && stage != "."
+        && stage != ".."
+        && !stage.chars().any(|c| c == '/' || c == '\\' || c.is_control());
+    if plain {
+        stage.to_string()
+    } else {
+        encode_partition_value(stage)
+    }
 }
 
 fn print_table(result: &UnitComparison) -> anyhow::Result<()> {
@@ -272,5 +304,15 @@ mod tests {
     fn civil_dates() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));
         assert_eq!(super::civil_from_days(20_779), (2026, 11, 22));
+    }
+
+    #[test]
+    fn stages_become_one_safe_folder_name() {
+        assert_eq!(super::folder_name("actor_update"), "actor_update");
+        assert_eq!(super::folder_name("ref compute é"), "ref compute é");
+        for hostile in ["..", ".", "", "../../x", "a/b", "a\\b", "a\u{1b}[2J"] {
+            let name = super::folder_name(hostile);
+            assert!(!name.contains('/') && name != ".." && name != "." && !name.is_empty(), "{hostile:?} -> {name}");
+        }
     }
 }

@@ -78,18 +78,34 @@ pub enum PathSegment {
     Index(usize),
 }
 
+/// Keys longer than this many characters are cut in [`format_path`].
+const MAX_KEY_CHARS: usize = 80;
+
 /// Renders a path as `$.data["Functional.linear.0.forward"].input_args[0]`.
 pub fn format_path(path: &[PathSegment]) -> String {
     let mut out = String::from("$");
     for seg in path {
         match seg {
-            PathSegment::Key(k) if is_plain_key(k) => {
+            PathSegment::Key(k) if is_plain_key(k) && k.len() <= MAX_KEY_CHARS => {
                 out.push('.');
                 out.push_str(k);
             }
             PathSegment::Key(k) => {
                 out.push_str("[\"");
-                out.push_str(&k.replace('\\', "\\\\").replace('"', "\\\""));
+                // A path names a place for a person to find; a hostile key of megabytes would
+                // make the message that long, so long keys are cut.
+                let shown = match k.char_indices().nth(MAX_KEY_CHARS) {
+                    Some((cut, _)) => Cow::Owned(format!("{}…", &k[..cut])),
+                    None => Cow::Borrowed(k.as_str()),
+                };
+                for c in shown.chars() {
+                    match c {
+                        '\\' => out.push_str("\\\\"),
+                        '"' => out.push_str("\\\""),
+                        c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                        c => out.push(c),
+                    }
+                }
                 out.push_str("\"]");
             }
             PathSegment::Index(i) => {

@@ -11,6 +11,7 @@ use crate::error::{FormatError, Result};
 use crate::json::Layout;
 use crate::lake::{CommitRecord, Lake};
 use crate::layout::{Table, Unit};
+use crate::output_tree::OutputTree;
 use crate::tensor_file::{write_tensor_file, ContainerMeta, TensorData};
 
 use super::columns::Origin;
@@ -53,39 +54,51 @@ pub struct ExportReport {
     pub bytes: u64,
 }
 
-/// Writes the selected units of `lake` under `dst` as msprobe files.
+/// Writes the selected units of `lake` under `dst` as msprobe files. All or nothing: on any
+/// error the files written so far are removed (and overwritten ones put back), so `dst` is left
+/// as it was.
 pub async fn export(lake: &Lake, dst: &Path, options: &ExportOptions, progress: &dyn Progress) -> Result<ExportReport> {
+    let mut tree = OutputTree::new(dst, options.force);
+    let result = export_into(lake, &mut tree, options, progress).await;
+    progress.finish();
+    match result {
+        Ok(report) => {
+            tree.finish();
+            Ok(report)
+        }
+        Err(e) => {
+            tree.rollback();
+            Err(e)
+        }
+    }
+}
+
+async fn export_into(
+    lake: &Lake,
+    tree: &mut OutputTree,
+    options: &ExportOptions,
+    progress: &dyn Progress,
+) -> Result<ExportReport> {
     let records: Vec<CommitRecord> = lake.units().await?.into_iter().filter(|r| options.selects(&r.unit)).collect();
     progress.start(records.iter().map(|r| r.counts.json_bytes).sum(), records.len());
     let mut report = ExportReport::default();
     for record in &records {
         let files = render_unit(lake, record).await?;
         if !options.force {
-            if let Some((rel, _)) = files.iter().find(|(rel, _)| dst.join(rel).exists()) {
-                return Err(FormatError::Exists { path: dst.join(rel) });
+            // Checked before writing the unit: the common mistake fails before any work.
+            if let Some((rel, _)) = files.iter().find(|(rel, _)| tree.root().join(rel).exists()) {
+                return Err(FormatError::Exists { path: tree.root().join(rel) });
             }
         }
         for (rel, bytes) in &files {
-            write_atomically(&dst.join(rel), bytes)?;
+            tree.write(rel, bytes)?;
             report.bytes += bytes.len() as u64;
         }
         report.files += files.len();
         report.units += 1;
         progress.advance(record.counts.json_bytes);
     }
-    progress.finish();
     Ok(report)
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
-    let tmp = dir.join(format!(".{}.probelake-tmp", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&tmp, bytes).map_err(|e| FormatError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        FormatError::io(path, e)
-    })
 }
 
 /// A relative path from the dataset, refused if it could leave the export folder.

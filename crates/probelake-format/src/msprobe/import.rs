@@ -1,7 +1,8 @@
 //! `import`: msprobe dump trees into a dataset, one committed unit per (step, stage, rank).
 //!
-//! Every unit is built and its files written (invisible) before any unit is committed, so bad
-//! input anywhere leaves the dataset exactly as it was.
+//! Every unit is built and its files written (invisible) before any unit is committed, and a
+//! commit that fails undoes the commits before it, so bad input anywhere (or a store failing
+//! half way) leaves the dataset as it was.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -93,12 +94,43 @@ pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: 
         return Err(e);
     }
     let json_bytes = staged.iter().map(|s| s.counts.json_bytes).sum();
-    let mut records = Vec::with_capacity(staged.len());
-    for s in staged {
-        records.push(lake.commit(s).await?);
-    }
+    let result = commit_all(lake, staged).await;
     progress.finish();
-    Ok(ImportReport { units: records, json_bytes })
+    Ok(ImportReport { units: result?, json_bytes })
+}
+
+/// Commits every staged unit, or none: when a commit fails, the units committed before it get
+/// their replaced records back. Replaced files are deleted only once all units are committed.
+async fn commit_all(lake: &Lake, staged: Vec<StagedUnit>) -> Result<Vec<CommitRecord>> {
+    let mut pending = Vec::with_capacity(staged.len());
+    let mut rest = staged.into_iter();
+    while let Some(unit) = rest.next() {
+        match lake.commit_pending(unit).await {
+            Ok(p) => pending.push(p),
+            Err(e) => {
+                // The failed unit's own files stay: its record may have landed before the
+                // error (a timed-out request), and `vacuum` removes them if it did not.
+                let mut orphans: Vec<DataFile> = rest.flat_map(|s| s.files).collect();
+                for p in pending.iter().rev() {
+                    match lake.undo_commit(p).await {
+                        Ok(()) => orphans.extend(p.record.files.iter().cloned()),
+                        Err(undo) => tracing::warn!(
+                            unit = %p.record.unit,
+                            error = %crate::storage::redact(&undo.to_string()),
+                            "could not undo the commit of a unit; it stays committed"
+                        ),
+                    }
+                }
+                lake.discard(&orphans).await;
+                return Err(e);
+            }
+        }
+    }
+    let mut records = Vec::with_capacity(pending.len());
+    for p in pending {
+        records.push(lake.finish_commit(p).await);
+    }
+    Ok(records)
 }
 
 fn dir_bytes(dir: &DumpDir) -> u64 {
