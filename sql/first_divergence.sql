@@ -3,7 +3,9 @@
 -- `threshold` (msprobe's -da rule: relative error > 0.5; 0 names the first difference at all).
 -- Runs: --run target=DATASET --run golden=DATASET. Edit the threshold in `params` below.
 -- Backward entries are matched as msprobe does: by their order among backward calls of the
--- same op, not by their call counter.
+-- same op, not by their call counter. `after_communication` says whether a communication op
+-- (all_reduce, send, broadcast, ...) ran before the divergence on that rank: msprobe -da
+-- names, per step folder, only the ranks where it is false when there are any (docs/compare.md).
 WITH params AS (SELECT 0.5 AS threshold),
 outputs AS (
     SELECT 'target' AS side, step, stage, rank, inner_step, pid, seq, name, op, call, direction, item,
@@ -47,8 +49,18 @@ diverging AS (
 ),
 ranked AS (
     SELECT *, row_number() OVER (PARTITION BY step, stage, rank ORDER BY seq, item) AS n FROM diverging
+),
+communication AS (
+    SELECT step, stage, rank, min(seq) AS first_seq
+    FROM target.dump
+    WHERE (name LIKE 'Distributed.%' OR name LIKE 'MintDistributed.%' OR name LIKE 'communication.comm_func.%')
+      AND (name LIKE '%send%' OR name LIKE '%recv%' OR name LIKE '%broadcast%' OR name LIKE '%reduce%'
+           OR name LIKE '%gather%' OR name LIKE '%scatter%' OR name LIKE '%all_to_all%')
+    GROUP BY step, stage, rank
 )
-SELECT step, stage, rank, name AS first_divergence, item, rel_err, target_max, golden_max, target_norm, golden_norm
-FROM ranked
-WHERE n = 1
-ORDER BY step, stage, rank;
+SELECT r.step, r.stage, r.rank, r.name AS first_divergence, r.item, r.rel_err, r.target_max, r.golden_max,
+       r.target_norm, r.golden_norm, coalesce(c.first_seq < r.seq, false) AS after_communication
+FROM ranked r
+LEFT JOIN communication c ON c.step = r.step AND c.stage = r.stage AND c.rank = r.rank
+WHERE r.n = 1
+ORDER BY r.step, r.stage, r.rank;

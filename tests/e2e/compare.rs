@@ -241,3 +241,63 @@ async fn documented_compare_sql_yields_msprobe_rows() {
     let bench_named = reference[1..].iter().filter(|r| r[1] != "N/A").count();
     assert_eq!(matched, bench_named);
 }
+
+/// A dump.json (as `json.dump(indent=1)` writes it) with an embedding whose int64 input has
+/// integer Max/Min and null Mean/Norm, a layer norm with float statistics and, when
+/// `scalar` is given, a `Tensor.__mul__` with that scalar argument.
+fn dump_with_int_stats(scalar: Option<&str>) -> String {
+    let tensor = |dtype: &str, max: &str, min: &str, mean: &str, norm: &str| {
+        format!(
+            "{{\n     \"type\": \"torch.Tensor\",\n     \"dtype\": \"{dtype}\",\n     \"shape\": [\n      2\n     ],\n     \
+             \"Max\": {max},\n     \"Min\": {min},\n     \"Mean\": {mean},\n     \"Norm\": {norm},\n     \
+             \"requires_grad\": false\n    }}"
+        )
+    };
+    let entry = |name: &str, input: String, output: String| {
+        format!(
+            "  \"{name}\": {{\n   \"input_args\": [\n    {input}\n   ],\n   \"input_kwargs\": {{}},\n   \
+             \"output\": [\n    {output}\n   ]\n  }}"
+        )
+    };
+    let floats = || tensor("torch.float32", "4.5", "-2.25", "0.125", "22.5");
+    let mut entries = vec![
+        entry("Module.embed.Embedding.forward.0", tensor("torch.int64", "57", "12", "null", "null"), floats()),
+        entry("Module.ln.LayerNorm.forward.0", floats(), floats()),
+    ];
+    if let Some(value) = scalar {
+        let arg = format!("{{\n     \"type\": \"str\",\n     \"value\": \"{value}\"\n    }}");
+        entries.push(entry("Tensor.__mul__.0.forward", arg, floats()));
+    }
+    format!(
+        "{{\n \"task\": \"statistics\",\n \"level\": \"L0\",\n \"framework\": \"pytorch\",\n \"dump_data_dir\": null,\n \
+         \"data\": {{\n{}\n }}\n}}",
+        entries.join(",\n")
+    )
+}
+
+/// pandas types msprobe's statistics columns (see `compare/columns.rs`): an integer Max prints
+/// as `57.0` when its column holds floats and no string — what msprobe 26.2 wrote for a
+/// module-level (L0) dump — and stays `57` when a scalar argument puts a string there.
+#[tokio::test(flavor = "multi_thread")]
+async fn integer_statistics_print_as_pandas_types_their_column() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (scalar, max) in [(None, "57.0"), (Some("mean"), "57")] {
+        let dir = tmp.path().join(format!("run-{}", scalar.unwrap_or("none"))).join("step0").join("rank0");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("dump.json"), dump_with_int_stats(scalar)).expect("write");
+        let lake_dir = tmp.path().join(format!("lake-{}", scalar.unwrap_or("none")));
+        let lake = Lake::local(&lake_dir).expect("lake");
+        import(dir.parent().expect("step").parent().expect("run"), &lake, &Default::default(), &NoProgress)
+            .await
+            .expect("import");
+        let units = lake.units().await.expect("units");
+        let u = unit(&units, 0, "default", 0);
+        let result = compare_unit(&lake, u, &lake, u, &CompareOptions::default()).await.expect("compare");
+        let col = |name: &str| result.header.iter().position(|h| h == name).expect("column");
+        let row = &result.rows[0];
+        assert_eq!(row[col("NPU Name")], "Module.embed.Embedding.forward.0.input.0");
+        assert_eq!((row[col("NPU max")].as_str(), row[col("Bench max")].as_str()), (max, max), "{row:?}");
+        assert_eq!(row[col("NPU mean")], "None");
+        assert_eq!(row[col("Max diff")], "0");
+    }
+}

@@ -84,3 +84,25 @@ fn compare_reports_what_it_skipped() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no (step, stage, rank) is in both runs"));
 }
+
+/// A step folder of several ranks gives msprobe's flat `compare_result_rank{R}_<ts>.csv` files;
+/// folders appear only when several steps or stages are compared.
+#[test]
+fn ranks_of_one_step_are_written_side_by_side() {
+    use probelake_format::synth::{write_run, SynthLayout, SynthSpec};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    let spec = SynthSpec { layout: SynthLayout::Msprobe, ranks: 2, global_steps: vec![0], ..SynthSpec::demo() };
+    write_run(&spec, &src).expect("synth");
+    let cmp = tmp.path().join("cmp");
+    let step = src.join("step0");
+    let out = cli::probelake([Path::new("compare"), &step, &step, Path::new("-o"), &cmp]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let files: Vec<String> =
+        crate::fixtures::files_below(&cmp).iter().map(|f| f.to_string_lossy().into_owned()).collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for (file, rank) in files.iter().zip(["0", "1"]) {
+        let stamp = file.strip_prefix(&format!("compare_result_rank{rank}_")).and_then(|s| s.strip_suffix(".csv"));
+        assert!(stamp.is_some_and(|s| s.len() == 14 && s.bytes().all(|b| b.is_ascii_digit())), "{files:?}");
+    }
+}

@@ -1,6 +1,6 @@
 //! `probelake compare TARGET GOLDEN`: msprobe's compare table for every unit in both runs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
@@ -44,8 +44,10 @@ pub enum CompareFormat {
 TARGET (the NPU side) and GOLDEN (the bench side) are datasets, or msprobe dump folders /
 dump.json files, which are imported into a temporary dataset first. Every (step, stage, rank)
 present in both is compared (narrow with --step/--stage/--rank); the output is msprobe 26.2's
-table, cell for cell: one compare_result_rank{R}_{timestamp}.csv per unit, in
-OUTDIR/step{N}/{stage}/ when several units are compared.
+table, cell for cell, named as msprobe names it: compare_result_{timestamp}.csv for two dump.json
+files, else compare_result_rank{R}_{timestamp}.csv per unit (compare_result_proc{pid}_... for a
+process folder), side by side for the ranks of a step, in OUTDIR/step{N}/{stage}/ when several
+steps or stages are compared.
 
 Exit code: 0 when no row's Result is `error`, 1 when some are, 2 on errors.
 
@@ -128,11 +130,17 @@ pub fn pair_units<'a>(
     (pairs, skipped)
 }
 
-fn file_name(unit: &Unit, stamp: &str, ext: &str) -> String {
-    if unit.rank >= 0 {
-        format!("compare_result_rank{}_{stamp}.{ext}", unit.rank)
-    } else {
-        format!("compare_result_{stamp}.{ext}")
+/// msprobe's name for a result: `compare_result_{ts}` for two dump.json files, else suffixed
+/// with the target's rank folder (`_rank{R}`, or `_proc{pid}` for a lone process folder).
+fn file_name(result: &UnitComparison, from_file: bool, stamp: &str, ext: &str) -> String {
+    let pid = match result.target_files.as_slice() {
+        [(_, Some(pid))] => Some(*pid),
+        _ => None,
+    };
+    match (from_file, result.unit.rank, pid) {
+        (false, rank, _) if rank >= 0 => format!("compare_result_rank{rank}_{stamp}.{ext}"),
+        (false, _, Some(pid)) => format!("compare_result_proc{pid}_{stamp}.{ext}"),
+        _ => format!("compare_result_{stamp}.{ext}"),
     }
 }
 
@@ -166,7 +174,11 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let stamp = timestamp();
-    let nested = pairs.len() > 1;
+    let from_file = Path::new(&args.target).is_file();
+    // msprobe writes one flat compare_result_rank{R}_*.csv per rank of a step folder; folders
+    // are only needed to keep several steps or stages apart.
+    let nested =
+        pairs.iter().any(|(t, _)| (t.unit.step, &t.unit.stage) != (pairs[0].0.unit.step, &pairs[0].0.unit.stage));
     let opts = CompareOptions { mode };
     let mut errors = 0usize;
     let mut results = Vec::with_capacity(pairs.len());
@@ -195,7 +207,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 } else {
                     PathBuf::new()
                 };
-                let rel = dir.join(file_name(unit, &stamp, ext));
+                let rel = dir.join(file_name(result, from_file, &stamp, ext));
                 let written_ok = render_result(result, args.format)
                     .and_then(|bytes| tree.write(&rel, &bytes).map_err(anyhow::Error::from));
                 if let Err(e) = written_ok {

@@ -12,6 +12,7 @@
 //! Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like pandas; `typed`
 //! turns the table into typed Arrow columns for Parquet.
 
+mod columns;
 mod csv;
 mod load;
 mod md5;
@@ -64,6 +65,9 @@ pub struct UnitComparison {
     pub header: Vec<String>,
     /// Rows, each cell exactly as msprobe's CSV holds it (unquoted).
     pub rows: Vec<Vec<String>>,
+    /// `(inner_step, pid)` of each target dump file compared, in pairing order (msprobe names
+    /// a step folder's result after its `proc{pid}` folder).
+    pub target_files: Vec<(Option<i64>, Option<i64>)>,
 }
 
 impl UnitComparison {
@@ -229,7 +233,8 @@ pub async fn compare_unit(
             row.remove(at);
         }
     }
-    Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows })
+    let target_files = tfiles.iter().map(|f| f.key).collect();
+    Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
 }
 
 /// The cells of every row of one dump-file pair (with a stack column; removed by the caller
@@ -245,8 +250,12 @@ fn build_rows(
     let mut rule_rows = Vec::with_capacity(matched.len());
     let mut cells: Vec<Vec<String>> = Vec::with_capacity(matched.len());
     let mut last_key: Option<&str> = None;
+    let npu_floats = columns::float_columns(matched.iter().map(|(n, _)| Some(&n.stats)));
+    let bench_floats = columns::float_columns(matched.iter().map(|(_, b)| b.as_ref().map(|b| &b.stats)));
     for (n, b) in matched {
         let b = b.as_ref();
+        let n_stats = columns::as_table(&n.stats, npu_floats);
+        let b_stats = b.map(|b| columns::as_table(&b.stats, bench_floats));
         let bench_name = b.map_or_else(na, |b| b.name.clone());
         let dtypes = [n.dtype.clone().unwrap_or_else(na), b.and_then(|b| b.dtype.clone()).unwrap_or_else(na)];
         let shapes = [n.shape.clone().unwrap_or_else(na), b.and_then(|b| b.shape.clone()).unwrap_or_else(na)];
@@ -254,8 +263,8 @@ fn build_rows(
         let mut row = vec![n.name.clone(), bench_name.clone()];
         row.extend([dtypes[0].clone(), dtypes[1].clone(), shapes[0].clone(), shapes[1].clone()]);
         row.extend([rg[0].clone(), rg[1].clone()]);
-        let stat_cells = |s: Option<&Side>| -> Vec<String> {
-            s.map_or_else(|| vec![na(); 4], |s| s.stats.iter().map(PyVal::cell).collect())
+        let stat_cells = |s: Option<&[PyVal; 4]>| -> Vec<String> {
+            s.map_or_else(|| vec![na(); 4], |s| s.iter().map(PyVal::cell).collect())
         };
         let mut norm_rel = Cv::Text("N/A".into());
         let mut thousandth = Cv::Text("N/A".into());
@@ -264,12 +273,12 @@ fn build_rows(
         match mode {
             CompareMode::Statistics => {
                 let pairs: Vec<(String, String)> =
-                    (0..4).map(|i| stats::stat_cells(&n.stats[i], b.map(|b| &b.stats[i]))).collect();
+                    (0..4).map(|i| stats::stat_cells(&n_stats[i], b_stats.as_ref().map(|b| &b[i]))).collect();
                 row.extend(pairs.iter().map(|p| p.0.clone()));
                 row.extend(pairs.iter().map(|p| p.1.clone()));
                 norm_rel = Cv::Text(pairs[3].1.clone());
-                row.extend(stat_cells(Some(n)));
-                row.extend(stat_cells(b));
+                row.extend(stat_cells(Some(&n_stats)));
+                row.extend(stat_cells(b_stats.as_ref()));
             }
             CompareMode::Md5 => {
                 md5 = md5::md5_cells(n, b);
@@ -282,8 +291,8 @@ fn build_rows(
                 cosine = cv_of_metric(&m[0]);
                 thousandth = cv_of_metric(&m[4]);
                 row.extend(m.iter().map(Metric::cell));
-                row.extend(stat_cells(Some(n)));
-                row.extend(stat_cells(b));
+                row.extend(stat_cells(Some(&n_stats)));
+                row.extend(stat_cells(b_stats.as_ref()));
             }
         }
         row.push(if rg[0] == rg[1] { "True" } else { "False" }.to_owned());
@@ -296,10 +305,10 @@ fn build_rows(
             shapes,
             requires_grad: rg,
             extremes: [
-                Some(n.stats[0].clone()),
-                Some(n.stats[1].clone()),
-                b.map(|b| b.stats[0].clone()),
-                b.map(|b| b.stats[1].clone()),
+                Some(n_stats[0].clone()),
+                Some(n_stats[1].clone()),
+                b_stats.as_ref().map(|b| b[0].clone()),
+                b_stats.as_ref().map(|b| b[1].clone()),
             ],
             norm_rel,
             thousandth,

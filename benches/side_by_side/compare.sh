@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# `msprobe compare` next to `probelake compare` on the same pair of dump.json files.
+#
+# Prints markdown rows (`| what | size | probelake | other | ratio |`, see
+# benches/side_by_side.sh) with the median wall time of $RUNS runs (default 3) of each tool:
+#
+#   - compare, dump.json -> CSV: both tools read the two msprobe dump.json files and write the
+#     CSV; probelake imports them into a temporary dataset first (end to end).
+#   - compare, datasets -> CSV: probelake on the two files already imported (what a user with
+#     a dataset pays per comparison); msprobe's time is the same as above.
+#
+# Inputs: synthetic msprobe runs (examples/synth.rs, one training step of a transformer at level
+# L1, msprobe layout) of about 10 and 100 MB of dump.json per side ($COMPARE_SIZES, in MB), the
+# target with the demo's attention-scale bug. They are kept in $SIDE_BY_SIDE_DATA (default
+# ~/.cache/probelake/side-by-side). Both tables are checked to be the same, cell for cell
+# (scripts/check_against_msprobe.py --diff-dirs), before any time is printed.
+#
+# msprobe comes from $MSPROBE_VENV (default ~/.cache/probelake/msprobe-venv), set up with
+# `pip install mindstudio-probe torch` when missing (torch from PyPI is several GB).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+RUNS=${RUNS:-3}
+SIZES=${COMPARE_SIZES:-"10 100"}
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
+venv=${MSPROBE_VENV:-$cache/msprobe-venv}
+data=${SIDE_BY_SIDE_DATA:-$cache/side-by-side}
+log() { echo "compare.sh: $*" >&2; }
+
+if [ ! -x "$venv/bin/msprobe" ]; then
+    log "setting up msprobe in $venv (pip install mindstudio-probe torch)"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet mindstudio-probe torch >&2
+fi
+log "building probelake (release)"
+cargo build --release --quiet --bin probelake --example synth >&2
+target=${CARGO_TARGET_DIR:-target}
+case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
+probelake="$target/release/probelake"
+synth="$target/release/examples/synth"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+now() { date +%s%N; }
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+
+# time_runs NAME OUTDIR CMD...: runs CMD $RUNS times (OUTDIR emptied before each), prints the
+# median in seconds; exit codes 0 and 1 are success (probelake: 1 = some Result is `error`).
+time_runs() {
+    local name=$1 out=$2
+    shift 2
+    local times=()
+    for _ in $(seq "$RUNS"); do
+        rm -rf "$out"
+        local t0 t1 rc=0
+        t0=$(now)
+        "$@" >"$work/$name.log" 2>&1 || rc=$?
+        t1=$(now)
+        if [ "$rc" -gt 1 ]; then
+            log "$name failed ($rc):"
+            tail -20 "$work/$name.log" >&2
+            return 1
+        fi
+        times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')")
+    done
+    log "$name: ${times[*]} s"
+    printf '%s\n' "${times[@]}" | median
+}
+
+row() { # what size probelake other
+    awk -v what="$1" -v size="$2" -v a="$3" -v b="$4" \
+        'BEGIN { printf "| %s | %s | %.3f s | %.2f s | %.0fx |\n", what, size, a, b, b / a }'
+}
+
+for mb in $SIZES; do
+    layers=$((mb * 1000000 / 41500)) # a training step at L1 writes ~41.5 KB of dump.json per layer
+    pair="$data/${mb}MB"
+    for side in base bug; do
+        if [ ! -f "$pair/$side/step0/rank0/dump.json" ]; then
+            log "synthesizing $pair/$side ($layers layers)"
+            rm -rf "$pair/$side"
+            flag=()
+            [ "$side" = bug ] && flag=(--bug)
+            "$synth" "$pair/$side" --layout msprobe --steps 1 --layers "$layers" "${flag[@]}" >&2
+        fi
+    done
+    tp="$pair/bug/step0/rank0/dump.json"
+    gp="$pair/base/step0/rank0/dump.json"
+    size=$(awk -v b="$(stat -c %s "$tp")" 'BEGIN { printf "%.1f MB", b / 1e6 }')
+    log "$size of dump.json per side: msprobe compare, $RUNS runs"
+    ms=$(time_runs "msprobe-$mb" "$work/ms" "$venv/bin/msprobe" compare -tp "$tp" -gp "$gp" -o "$work/ms")
+    log "$size: probelake compare, $RUNS runs"
+    pl=$(time_runs "probelake-$mb" "$work/pl" "$probelake" compare "$tp" "$gp" -o "$work/pl" --quiet)
+    python3 scripts/check_against_msprobe.py --diff-dirs "$work/pl" "$work/ms" >&2
+    "$probelake" import "$pair/bug" "$work/ds-bug" --quiet
+    "$probelake" import "$pair/base" "$work/ds-base" --quiet
+    pd=$(time_runs "probelake-datasets-$mb" "$work/pd" "$probelake" compare "$work/ds-bug" "$work/ds-base" -o "$work/pd" --quiet)
+    rm -rf "$work/ds-bug" "$work/ds-base"
+    row "compare, dump.json -> CSV" "$size" "$pl" "$ms"
+    row "compare, datasets -> CSV" "$size" "$pd" "$ms"
+done
