@@ -11,6 +11,7 @@ mod moto;
 mod plot;
 mod roundtrip;
 mod s3;
+mod slt;
 mod sql;
 mod synth;
 mod writer;

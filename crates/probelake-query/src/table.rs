@@ -9,9 +9,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::stats::Precision;
+use datafusion::common::{DFSchema, ScalarValue, Statistics};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::listing::helpers::{expr_applicable_for_cols, filter_partitioned_file};
@@ -25,6 +27,7 @@ use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::expressions::col;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion_datasource::compute_all_files_statistics;
 use datafusion_datasource::TableSchema;
 use probelake_format::layout::child;
 use probelake_format::schema::{partition_columns, schema_of};
@@ -64,7 +67,10 @@ impl LakeTable {
                 }
                 // The location is set as a `Path`, never re-parsed from a string: `Path::from(&str)`
                 // would percent-encode the `%` of an encoded stage (`a%20b`) a second time.
-                let mut pf = PartitionedFile::new(String::new(), file.bytes).with_partition_values(values);
+                let stats = file_statistics(&file_schema, file.rows, file.bytes);
+                let mut pf = PartitionedFile::new(String::new(), file.bytes)
+                    .with_partition_values(values)
+                    .with_statistics(Arc::new(stats));
                 pf.object_meta.location = location;
                 files.push(pf);
             }
@@ -81,21 +87,82 @@ impl LakeTable {
         self.partition_fields.iter().map(|f| f.name().as_str()).collect()
     }
 
-    /// The order rows have inside every file.
-    fn file_ordering(&self) -> Vec<LexOrdering> {
-        let keys: &[&str] = match self.table {
+    /// The order of a scan's rows: the partition columns, then the keys rows are sorted by
+    /// inside every file (`seq, leaf` for `dump`). It holds for a group of files sorted by
+    /// partition values with at most one file per value; DataFusion checks that against each
+    /// file's statistics ([`file_statistics`]) and drops the ordering where it does not hold.
+    fn scan_ordering(&self) -> Vec<LexOrdering> {
+        let in_file: &[&str] = match self.table {
             Table::Dump => &["seq", "leaf"],
             Table::Construct => &["seq"],
             Table::Stack => &["group"],
             Table::Tensor | Table::Source => &[],
         };
-        let exprs: Vec<PhysicalSortExpr> = keys
-            .iter()
+        let exprs: Vec<PhysicalSortExpr> = self
+            .partition_names()
+            .into_iter()
+            .chain(in_file.iter().copied())
             .filter_map(|k| col(k, &self.schema).ok())
-            .map(|e| PhysicalSortExpr { expr: e, options: Default::default() })
+            .map(|e| PhysicalSortExpr { expr: e, options: ASC_NULLS_LAST })
             .collect();
         LexOrdering::new(exprs).into_iter().collect()
     }
+}
+
+/// SQL's `ORDER BY x` (DataFusion's default is NULLS LAST); the sort columns hold no NULLs,
+/// so the files are sorted this way as much as any other, and declaring it lets plans match.
+const ASC_NULLS_LAST: SortOptions = SortOptions { descending: false, nulls_first: false };
+
+/// What is known about a file without opening it: its row count (from the commit record) and,
+/// for the integer columns rows are sorted by, bounds that always hold (the type's range), so
+/// that DataFusion can prove a group of files with distinct partition values sorted.
+fn file_statistics(file_schema: &Schema, rows: u64, bytes: u64) -> Statistics {
+    let mut stats = Statistics::new_unknown(file_schema);
+    stats.num_rows = usize::try_from(rows).map_or(Precision::Absent, Precision::Exact);
+    stats.total_byte_size = usize::try_from(bytes).map_or(Precision::Absent, Precision::Inexact);
+    for (field, column) in file_schema.fields().iter().zip(stats.column_statistics.iter_mut()) {
+        let bounds = match field.data_type() {
+            DataType::Int64 => Some((ScalarValue::Int64(Some(i64::MIN)), ScalarValue::Int64(Some(i64::MAX)))),
+            DataType::Int32 => Some((ScalarValue::Int32(Some(i32::MIN)), ScalarValue::Int32(Some(i32::MAX)))),
+            _ => None,
+        };
+        if let Some((min, max)) = bounds {
+            column.min_value = Precision::Inexact(min);
+            column.max_value = Precision::Inexact(max);
+        }
+    }
+    stats
+}
+
+/// Files in partition-value order, cut into at most `n` contiguous groups of about equal
+/// bytes: each group is then one sorted stream (see [`LakeTable::scan_ordering`]).
+fn contiguous_groups(mut files: Vec<PartitionedFile>, n: usize) -> Vec<FileGroup> {
+    files.sort_by(|a, b| cmp_partition_values(&a.partition_values, &b.partition_values));
+    let total: u64 = files.iter().map(|f| f.object_meta.size).sum();
+    let per_group = total.div_ceil(n.max(1) as u64).max(1);
+    let mut groups = Vec::with_capacity(n);
+    let mut current = Vec::new();
+    let mut bytes = 0;
+    for file in files {
+        bytes += file.object_meta.size;
+        current.push(file);
+        if bytes >= per_group && groups.len() + 1 < n {
+            groups.push(FileGroup::new(std::mem::take(&mut current)));
+            bytes = 0;
+        }
+    }
+    if !current.is_empty() {
+        groups.push(FileGroup::new(current));
+    }
+    groups
+}
+
+fn cmp_partition_values(a: &[ScalarValue], b: &[ScalarValue]) -> std::cmp::Ordering {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.partial_cmp(y).unwrap_or(std::cmp::Ordering::Equal))
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
 }
 
 #[async_trait]
@@ -146,27 +213,19 @@ impl TableProvider for LakeTable {
             };
             return Ok(Arc::new(EmptyExec::new(projected)));
         }
-        // One group per file up to the target partitions keeps files whole, so the declared
-        // per-file order holds.
-        let target = state.config().target_partitions().max(1);
-        let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); target.min(kept.len())];
-        for (i, f) in kept.into_iter().enumerate() {
-            let n = groups.len();
-            if let Some(g) = groups.get_mut(i % n) {
-                g.push(f);
-            }
-        }
+        let groups = contiguous_groups(kept, state.config().target_partitions());
+        let (groups, statistics) = compute_all_files_statistics(groups, Arc::clone(&self.schema), true, false)?;
         let format = ParquetFormat::default();
         let table_schema = TableSchema::builder(Arc::clone(&self.file_schema))
             .with_table_partition_cols(self.partition_fields.clone())
             .build();
         let source = format.file_source(table_schema);
-        let ordering = if groups.iter().all(|g| g.len() == 1) { self.file_ordering() } else { Vec::new() };
         let config = FileScanConfigBuilder::new(self.store_url.clone(), source)
-            .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+            .with_file_groups(groups)
+            .with_statistics(statistics)
             .with_projection_indices(projection.cloned())?
             .with_limit(limit)
-            .with_output_ordering(ordering)
+            .with_output_ordering(self.scan_ordering())
             .build();
         format.create_physical_plan(state, config).await
     }

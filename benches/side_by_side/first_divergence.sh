@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# First divergence between two runs of ~1M dump leaves each: `sql/first_divergence.sql` run by
+# probelake (release build) against the same SQL text run by DuckDB (Python package) over the
+# same Parquet files, medians of several runs, printed as markdown table rows:
+#
+#   | what | size | probelake | duckdb | ratio |
+#
+# (the header goes to stderr, the rows to stdout, so a driver can collect rows from many
+# scripts under one header). ratio = probelake / duckdb: below 1 probelake is faster.
+#
+# Standalone: benches/side_by_side/first_divergence.sh
+# Knobs (environment): PROBELAKE_BENCH_DIR (data, default $HOME/.cache/probelake-bench/first_divergence;
+# reused when made with the same sizes), FD_LAYERS (64), FD_RANKS (32), FD_STEPS (2),
+# FD_REPEATS (7), FD_THREADS (threads for both engines; default: all cores).
+#
+# The DuckDB side reads `target.dump` / `golden.dump` as views over
+# read_parquet('<lake>/<run>/dump/**/*.parquet', hive_partitioning = true) and gets
+# `rel_err` as a macro with the rule of probelake's UDF; everything else is the file's text.
+# probelake is timed as a whole command (process start, opening both runs, planning, running,
+# writing CSV); DuckDB as connect + views + query inside an already started Python.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo="$(pwd)"
+
+data="${PROBELAKE_BENCH_DIR:-$HOME/.cache/probelake-bench/first_divergence}"
+layers="${FD_LAYERS:-64}"
+ranks="${FD_RANKS:-32}"
+steps="${FD_STEPS:-2}"
+repeats="${FD_REPEATS:-7}"
+threads="${FD_THREADS:-$(nproc)}"
+
+note() { printf '%s\n' "$*" >&2; }
+
+note "building probelake and the synth_pair example (release)"
+cargo build --release --quiet --bin probelake --example synth_pair
+target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+bin="$target_dir/release/probelake"
+
+note "synthesizing and importing the two runs into $data (reused when present)"
+"$target_dir/release/examples/synth_pair" "$data" --layers "$layers" --ranks "$ranks" --steps "$steps" >/dev/null
+
+venv="$repo/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import duckdb' 2>/dev/null; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check duckdb
+fi
+
+note "| what | size | probelake | duckdb | ratio |"
+note "|---|---|---|---|---|"
+PROBELAKE_BIN="$bin" LAKES="$data/lake" REPEATS="$repeats" THREADS="$threads" "$venv/bin/python" - <<'PY'
+import csv, io, os, statistics, subprocess, sys, time
+
+import duckdb
+
+bin_, lakes = os.environ["PROBELAKE_BIN"], os.environ["LAKES"]
+repeats, threads = int(os.environ["REPEATS"]), int(os.environ["THREADS"])
+sql_text = open("sql/first_divergence.sql").read()
+
+REL_ERR = """CREATE MACRO rel_err(t, g) AS CASE
+    WHEN t = g OR (isnan(t) AND isnan(g)) THEN 0.0
+    WHEN t IS NULL OR g IS NULL OR NOT isfinite(t) OR NOT isfinite(g) OR g = 0 THEN NULL
+    ELSE abs((t - g) / g) END"""
+
+
+def leaves(run):
+    con = duckdb.connect()
+    n = con.execute(f"SELECT count(*) FROM read_parquet('{lakes}/{run}/dump/**/*.parquet')").fetchone()[0]
+    con.close()
+    return n
+
+
+def probelake(query):
+    env = dict(os.environ, PROBELAKE_LOG="error")
+    started = time.perf_counter()
+    out = subprocess.run(
+        [bin_, "sql", "--run", f"target={lakes}/target", "--run", f"golden={lakes}/golden",
+         "-c", f"SET datafusion.execution.target_partitions = {threads}; {query}", "--format", "csv"],
+        check=True, capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - started
+    return elapsed, list(csv.reader(io.StringIO(out.stdout)))[1:]
+
+
+def duck(query):
+    started = time.perf_counter()
+    con = duckdb.connect(config={"threads": threads})
+    con.execute(REL_ERR)
+    for run in ("target", "golden"):
+        con.execute(f"CREATE SCHEMA {run}")
+        con.execute(f"CREATE VIEW {run}.dump AS SELECT * FROM "
+                    f"read_parquet('{lakes}/{run}/dump/**/*.parquet', hive_partitioning = true)")
+    rows = con.execute(query).fetchall()
+    elapsed = time.perf_counter() - started
+    con.close()
+    return elapsed, rows
+
+
+def same(p_rows, d_rows):
+    """The same (step, stage, rank, first_divergence, item) in the same order."""
+    key = lambda r: tuple(str(v) for v in r[:5])
+    return [key(r) for r in p_rows] == [key(r) for r in d_rows]
+
+
+size = f"2 x {leaves('target') / 1e6:.2f}M leaves"
+for threshold in ("0.5", "0"):
+    query = sql_text.replace("SELECT 0.5 AS threshold", f"SELECT {threshold} AS threshold")
+    p_times, d_times = [], []
+    p_rows = d_rows = None
+    for _ in range(repeats):  # interleaved, so load from other jobs hits both alike
+        t, p_rows = probelake(query)
+        p_times.append(t)
+        t, d_rows = duck(query)
+        d_times.append(t)
+    if not same(p_rows, d_rows):
+        sys.exit(f"probelake and duckdb disagree at threshold {threshold}: {p_rows[:3]} vs {d_rows[:3]}")
+    p, d = statistics.median(p_times), statistics.median(d_times)
+    print(f"| first divergence (sql/first_divergence.sql, threshold {threshold}; {len(p_rows)} units) "
+          f"| {size} | {p:.3f} s | {d:.3f} s | {p / d:.2f}x |", flush=True)
+PY
