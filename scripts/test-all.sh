@@ -39,7 +39,8 @@ step "cargo test"
 cargo test --workspace
 
 step "pytest tests/python"
-cargo build --quiet --bin probelake
+# The binary `cargo test` built for the e2e tests: `cargo build --bin probelake` alone resolves
+# features without the dev-dependencies and would compile DataFusion a second time.
 case "$target" in
     /*) bin="$target/debug/probelake" ;;
     *) bin="$(pwd)/$target/debug/probelake" ;;
