@@ -171,6 +171,7 @@ mod tests {
             mode: CompareMode::Statistics,
             header: header.map(String::from).to_vec(),
             rows: rows.iter().map(|r| r.map(String::from).to_vec()).collect(),
+            target_files: vec![(None, None)],
         };
         let batch = table.to_record_batch().unwrap();
         assert_eq!(batch.schema().field(0).name(), "step");
