@@ -127,7 +127,10 @@ fn run_file(name: &str) {
                 .await
                 .unwrap_or_else(|e| panic!("completing {}: {e}", path.display()));
         } else if let Err(e) = runner.run_file_async(&path).await {
-            panic!("{}\n(if the change is deliberate: PROBELAKE_SLT_COMPLETE=1 cargo test --test e2e slt::)", e.display(true));
+            panic!(
+                "{}\n(if the change is deliberate: PROBELAKE_SLT_COMPLETE=1 cargo test --test e2e slt::)",
+                e.display(true)
+            );
         }
     });
 }
@@ -260,14 +263,16 @@ fn cells(array: &ArrayRef) -> Result<Vec<String>, QueryError> {
         }
     };
     let out = match array.data_type() {
-        DataType::Float64 => array.as_primitive::<Float64Type>().iter().map(|v| v.map_or("NULL".into(), float)).collect(),
+        DataType::Float64 => {
+            array.as_primitive::<Float64Type>().iter().map(|v| v.map_or("NULL".into(), float)).collect()
+        }
         DataType::Float32 => {
             array.as_primitive::<Float32Type>().iter().map(|v| v.map_or("NULL".into(), |v| float(v.into()))).collect()
         }
         _ => {
             let options = FormatOptions::default().with_null("NULL");
-            let formatter =
-                ArrayFormatter::try_new(array.as_ref(), &options).map_err(probelake::query::datafusion::error::DataFusionError::from)?;
+            let formatter = ArrayFormatter::try_new(array.as_ref(), &options)
+                .map_err(probelake::query::datafusion::error::DataFusionError::from)?;
             (0..array.len())
                 .map(|i| {
                     let text = formatter.value(i).to_string();
