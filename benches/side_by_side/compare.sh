@@ -9,7 +9,7 @@
 #   - compare, datasets -> CSV: probelake on the two files already imported (what a user with
 #     a dataset pays per comparison); msprobe's time is the same as above.
 #
-# Inputs: synthetic msprobe runs (examples/synth.rs, one training step of a transformer at level
+# Inputs: synthetic msprobe runs (`probelake synth`, one training step of a transformer at level
 # L1, msprobe layout) of about 10 and 100 MB of dump.json per side ($COMPARE_SIZES, in MB), the
 # target with the demo's attention-scale bug. They are kept in $SIDE_BY_SIDE_DATA (default
 # ~/.cache/probelake/side-by-side). Both tables are checked to be the same, cell for cell
@@ -33,11 +33,10 @@ if [ ! -x "$venv/bin/msprobe" ]; then
     "$venv/bin/pip" install --quiet mindstudio-probe torch >&2
 fi
 log "building probelake (release)"
-cargo build --release --quiet --bin probelake --example synth >&2
+cargo build --release --quiet --bin probelake >&2
 target=${CARGO_TARGET_DIR:-target}
 case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
 probelake="$target/release/probelake"
-synth="$target/release/examples/synth"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -82,7 +81,7 @@ for mb in $SIZES; do
             rm -rf "$pair/$side"
             flag=()
             [ "$side" = bug ] && flag=(--bug)
-            "$synth" "$pair/$side" --layout msprobe --steps 1 --layers "$layers" "${flag[@]}" >&2
+            "$probelake" synth "$pair/$side" --layout msprobe --steps 1 --layers "$layers" "${flag[@]}" >&2
         fi
     done
     tp="$pair/bug/step0/rank0/dump.json"

@@ -31,13 +31,29 @@ threads="${FD_THREADS:-$(nproc)}"
 
 note() { printf '%s\n' "$*" >&2; }
 
-note "building probelake and the synth_pair example (release)"
-cargo build --release --quiet --bin probelake --example synth_pair
+note "building probelake (release)"
+cargo build --release --quiet --bin probelake
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 bin="$target_dir/release/probelake"
 
-note "synthesizing and importing the two runs into $data (reused when present)"
-"$target_dir/release/examples/synth_pair" "$data" --layers "$layers" --ranks "$ranks" --steps "$steps" >/dev/null
+# golden, and target with the last layer's attention scale off by 1 %, imported into
+# $data/lake/{golden,target}; reused when $data/lake/spec.txt says they were made alike.
+wanted="layers=$layers ranks=$ranks steps=$steps"
+if [ "$(cat "$data/lake/spec.txt" 2>/dev/null)" != "$wanted" ]; then
+    note "synthesizing and importing the two runs into $data"
+    rm -rf "$data"
+    mkdir -p "$data/lake"
+    for run in golden target; do
+        bug=()
+        [ "$run" = target ] && bug=(--bug)
+        "$bin" synth "$data/msprobe/$run" --layers "$layers" --ranks "$ranks" --steps "$steps" "${bug[@]}" >&2
+        "$bin" import "$data/msprobe/$run" "$data/lake/$run" >&2
+        rm -rf "$data/msprobe/$run"
+    done
+    echo "$wanted" >"$data/lake/spec.txt"
+else
+    note "reusing the runs in $data"
+fi
 
 venv="$repo/.venv"
 if [ ! -x "$venv/bin/python" ]; then

@@ -26,6 +26,7 @@ Examples:
   probelake info ./lake/run-a             # units, entries, leaves, bytes
   probelake export ./lake/run-a ./back    # dataset -> the original msprobe files, byte for byte
   probelake vacuum ./lake/run-a --dry-run # files a killed import left behind
+  probelake synth ./dumps/big --layers 64 --ranks 32   # a large msprobe tree to try things on
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
   AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a
   probelake plot divergence ./lake/bug ./lake/base   # divergence.svg and divergence.png")]
@@ -63,6 +64,8 @@ pub enum Command {
     Plot(cmd::plot::Args),
     /// Remove files no commit names (left by killed or failed writes).
     Vacuum(cmd::vacuum::Args),
+    /// Write a synthetic msprobe dump tree of any size (benchmarks, tests, trying things out).
+    Synth(cmd::synth::Args),
     /// Make two toy msprobe runs (one with a numeric bug), import them and show them.
     Demo(cmd::demo::Args),
 }
@@ -97,6 +100,7 @@ pub fn run() -> ExitCode {
             Command::Divergence(args) => cmd::divergence::run(&ctx, args).await,
             Command::Plot(args) => cmd::plot::run(&ctx, args).await,
             Command::Vacuum(args) => cmd::vacuum::run(&ctx, args).await,
+            Command::Synth(args) => cmd::synth::run(&ctx, args).await,
             Command::Demo(args) => cmd::demo::run(&ctx, args).await,
         }
     });

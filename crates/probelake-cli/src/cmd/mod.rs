@@ -8,6 +8,7 @@ pub mod import;
 pub mod info;
 pub mod plot;
 pub mod sql;
+pub mod synth;
 pub mod vacuum;
 
 /// Settings every command shares.
