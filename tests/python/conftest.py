@@ -2,7 +2,11 @@
 
 import os
 import pathlib
+import signal
+import socket
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -36,3 +40,42 @@ def demo_lake(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
     probelake("demo", root, "-q")
     return root / "lake"
+
+
+S3_KEY, S3_SECRET = "testing-key", "testing-secret"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A moto_server (from this venv) on 127.0.0.1 at a free port, with the bucket `lake`;
+    yields its URL and stops it by its pid at the end of the session."""
+    server = pathlib.Path(sys.executable).parent / "moto_server"
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.time() < deadline, "moto_server did not start"
+                time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}"
+        import boto3
+
+        boto3.client(
+            "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET
+        ).create_bucket(Bucket="lake")
+        yield url
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)

@@ -3,53 +3,19 @@ pyarrow and DuckDB as docs/storage.md says, with the rows probelake counts."""
 
 import json
 import os
-import pathlib
-import signal
-import socket
 import subprocess
-import sys
-import time
 
 import pytest
 
-from conftest import probelake
+from conftest import S3_KEY, S3_SECRET, probelake
 
 BUCKET = "lake"
-KEY, SECRET = "testing-key", "testing-secret"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+KEY, SECRET = S3_KEY, S3_SECRET
 
 
 @pytest.fixture(scope="module")
-def endpoint():
-    server = pathlib.Path(sys.executable).parent / "moto_server"
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.time() < deadline, "moto_server did not start"
-                time.sleep(0.1)
-        url = f"http://127.0.0.1:{port}"
-        import boto3
-
-        boto3.client(
-            "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=KEY, aws_secret_access_key=SECRET
-        ).create_bucket(Bucket=BUCKET)
-        yield url
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
+def endpoint(moto_endpoint):
+    return moto_endpoint
 
 
 @pytest.fixture(scope="module")

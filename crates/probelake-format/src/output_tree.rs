@@ -92,7 +92,8 @@ impl OutputTree {
         let mut missing = Vec::new();
         let mut at = Some(dir);
         while let Some(d) = at {
-            if std::fs::symlink_metadata(d).is_ok() {
+            // A relative root ends in "" (the working directory), which always exists.
+            if d.as_os_str().is_empty() || std::fs::symlink_metadata(d).is_ok() {
                 break;
             }
             missing.push(d.to_path_buf());
@@ -152,6 +153,20 @@ mod tests {
         assert!(!root.join("new").exists());
         let names: Vec<_> = std::fs::read_dir(root.join("keep")).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["old.txt"]);
+    }
+
+    #[test]
+    fn a_relative_root_is_created_below_the_working_directory() {
+        // Relative to the crate folder, where cargo runs unit tests; removed again below.
+        let rel = Path::new("target-of-a-relative-root-test").join(uuid::Uuid::new_v4().simple().to_string());
+        let mut tree = OutputTree::new(&rel, false);
+        let written = tree.write(Path::new("a/b.txt"), b"x");
+        let exists = rel.join("a/b.txt").is_file();
+        tree.rollback();
+        let _ = std::fs::remove_dir(Path::new("target-of-a-relative-root-test"));
+        written.unwrap();
+        assert!(exists);
+        assert!(!rel.exists());
     }
 
     #[test]
