@@ -51,8 +51,10 @@ fn reimporting_a_unit_replaces_it() {
 fn synth_writes_msprobe_trees_that_round_trip_and_refuses_a_full_folder() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = tmp.path().join("tree");
-    let args = ["--layout", "msprobe", "--steps", "2", "--ranks", "2", "--layers", "3", "--level", "mix", "--bug", "-q"];
-    let out = cli::ok([Path::new("synth"), &src].into_iter().map(|p| p.as_os_str()).chain(args.iter().map(|a| a.as_ref())));
+    let args =
+        ["--layout", "msprobe", "--steps", "2", "--ranks", "2", "--layers", "3", "--level", "mix", "--bug", "-q"];
+    let out =
+        cli::ok([Path::new("synth"), &src].into_iter().map(|p| p.as_os_str()).chain(args.iter().map(|a| a.as_ref())));
     assert!(String::from_utf8_lossy(&out.stdout).contains("12 files"), "{}", String::from_utf8_lossy(&out.stdout));
     let files = files_below(&src);
     for rel in ["step0/rank0/dump.json", "step1/rank1/stack.json", "step1/rank1/construct.json"] {
@@ -72,6 +74,10 @@ fn synth_writes_msprobe_trees_that_round_trip_and_refuses_a_full_folder() {
     // A second synth into the same folder is refused and changes nothing.
     let again = cli::probelake([Path::new("synth"), &src]);
     assert!(!again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("is not empty"), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is not empty"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     assert_eq!(files_below(&src), files);
 }
