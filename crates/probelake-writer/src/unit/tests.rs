@@ -31,11 +31,14 @@ fn units(lake: &Lake) -> Vec<CommitRecord> {
     runtime().block_on(lake.format().units()).unwrap_or_default()
 }
 
+/// Data files: `.parquet` files outside `_probelake/` (which holds the readers' schema files).
 fn parquet_files(dir: &std::path::Path) -> usize {
     fn walk(d: &std::path::Path, n: &mut usize) {
         for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
             let p = e.path();
-            if p.is_dir() {
+            if p.is_dir() && p.file_name().is_some_and(|name| name == "_probelake") {
+                continue;
+            } else if p.is_dir() {
                 walk(&p, n);
             } else if p.extension().is_some_and(|x| x == "parquet") {
                 *n += 1;
