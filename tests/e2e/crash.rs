@@ -1,0 +1,137 @@
+//! `kill -9` of `probelake import` at points spread over its run: after each, every committed
+//! unit is whole and nothing else is visible; `probelake vacuum` then removes what the killed
+//! process left and nothing else; the same import finally succeeds and exports byte for byte.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use probelake::format::{Lake, Table};
+
+use crate::cli;
+use crate::fixtures::{assert_same_bytes, files_below};
+
+/// Kills per test run; the points are spread evenly over one measured import.
+const KILLS: u32 = 8;
+
+#[test]
+fn kill_9_of_import_leaves_whole_units_and_vacuum_cleans_up() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("tree");
+    let args = ["--layers", "8", "--ranks", "4", "-q"];
+    cli::ok([Path::new("synth"), &src].into_iter().map(Path::as_os_str).chain(args.iter().map(|a| a.as_ref())));
+
+    // How long a whole import takes here, to aim the kills.
+    let reference = tmp.path().join("reference");
+    let started = Instant::now();
+    cli::import(&src, &reference);
+    let full = started.elapsed();
+    let expected_units = runtime().block_on(Lake::local(&reference).expect("open").units()).expect("units").len();
+
+    // Killed imports into a new folder and, after a first import lands, re-imports that replace
+    // every unit: the points span 0 to 1.5 times a whole import, so some fall in the commits.
+    let dst = tmp.path().join("lake");
+    let mut visible_counts = Vec::new();
+    for k in 1..=KILLS {
+        if k == KILLS / 2 {
+            cli::import(&src, &dst);
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_probelake"))
+            .args([Path::new("import"), &src, &dst, Path::new("-q")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("import starts");
+        std::thread::sleep(full * 3 * k / (2 * KILLS));
+        // SIGKILL: no destructor, no cleanup runs.
+        let _ = child.kill();
+        let _ = child.wait();
+        let visible = assert_only_whole_units(&dst);
+        if k >= KILLS / 2 {
+            // Every unit was committed once; a killed re-import replaces some, never removes one.
+            assert_eq!(visible, expected_units, "kill {k}");
+            vacuum_leaves_only_named_files(&dst);
+        }
+        visible_counts.push(visible);
+    }
+    eprintln!("units visible after each kill: {visible_counts:?}");
+
+    // The import that is allowed to finish.
+    cli::import(&src, &dst);
+    assert_eq!(assert_only_whole_units(&dst), expected_units);
+    vacuum_leaves_only_named_files(&dst);
+    let again = cli::ok([Path::new("vacuum"), &dst, Path::new("--older-than"), Path::new("0s")]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("removed 0 file(s)"));
+
+    let back = tmp.path().join("back");
+    cli::export(&dst, &back);
+    let files = files_below(&src);
+    assert_eq!(files, files_below(&back));
+    for rel in &files {
+        let (a, b) = (std::fs::read(src.join(rel)).expect("read"), std::fs::read(back.join(rel)).expect("read"));
+        assert_same_bytes(rel, &a, &b);
+    }
+}
+
+/// Leftovers of killed runs are invisible to probelake but not to plain Parquet readers;
+/// `vacuum --older-than 0s` removes exactly those, and the units stay whole.
+fn vacuum_leaves_only_named_files(dst: &Path) {
+    let before = assert_only_whole_units(dst);
+    let report = cli::ok([Path::new("vacuum"), dst, Path::new("--older-than"), Path::new("0s")]);
+    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    assert_eq!(data_files(dst), named_files(dst), "{report}");
+    assert_eq!(assert_only_whole_units(dst), before);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+/// Reads every committed unit whole (its dump rows are its leaf count) and checks that SQL sees
+/// exactly those rows; returns how many units are visible.
+fn assert_only_whole_units(dst: &Path) -> usize {
+    if !dst.join("_probelake/manifest.json").exists() {
+        // Killed before the first commit: nothing may be visible.
+        let out = cli::probelake([Path::new("info"), dst]);
+        assert!(!out.status.success(), "info on a dataset never committed");
+        return 0;
+    }
+    let rt = runtime();
+    let lake = Lake::local(dst).expect("open");
+    let units = rt.block_on(lake.units()).expect("commit records are readable");
+    let mut leaves = 0;
+    for record in &units {
+        let mut rows = 0;
+        for file in &record.files {
+            let batches = rt.block_on(lake.read_file(file)).expect("a committed file is whole");
+            if file.table == Table::Dump {
+                rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            }
+        }
+        assert_eq!(rows, record.counts.leaves, "{}", record.unit);
+        leaves += rows;
+    }
+    let dst_text = dst.to_string_lossy().into_owned();
+    let out = cli::ok(["sql", &dst_text, "-c", "SELECT count(*) AS n FROM dump", "--format", "csv"]);
+    let counted = String::from_utf8_lossy(&out.stdout).lines().nth(1).map(str::to_owned);
+    assert_eq!(counted, Some(leaves.to_string()), "sql sees exactly the committed rows");
+    units.len()
+}
+
+/// Every `.parquet` file under the table folders, relative to the dataset.
+fn data_files(dst: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = files_below(dst)
+        .into_iter()
+        .filter(|f| !f.starts_with("_probelake") && f.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The files the commit records name.
+fn named_files(dst: &Path) -> Vec<PathBuf> {
+    let units = runtime().block_on(Lake::local(dst).expect("open").units()).expect("units");
+    let mut files: Vec<PathBuf> = units.iter().flat_map(|r| r.files.iter().map(|f| PathBuf::from(&f.path))).collect();
+    files.sort();
+    files
+}
