@@ -4,6 +4,7 @@
 mod bad_input;
 mod cli;
 mod compare;
+mod concurrency;
 mod crash;
 mod divergence;
 mod fixtures;
