@@ -12,6 +12,7 @@ mod progress;
 mod repl;
 mod report;
 mod uri;
+mod xlsx;
 
 use std::process::ExitCode;
 

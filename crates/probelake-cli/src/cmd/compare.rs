@@ -74,7 +74,7 @@ pub struct Args {
     /// The comparison mode.
     #[arg(long, value_enum, default_value = "auto")]
     pub mode: ModeArg,
-    /// Write .xlsx instead of .csv (not supported yet).
+    /// Write msprobe's .xlsx workbooks instead of .csv files (numbers as numbers).
     #[arg(long)]
     pub xlsx: bool,
     /// Output format.
@@ -146,8 +146,8 @@ fn file_name(result: &UnitComparison, from_file: bool, stamp: &str, ext: &str) -
 
 /// Runs the comparison.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
-    if args.xlsx {
-        bail!("--xlsx is not supported yet: the CSV holds the same table (open it in a spreadsheet)");
+    if args.xlsx && args.format != CompareFormat::Csv {
+        bail!("--xlsx replaces the CSV files; leave out --format {:?}", args.format);
     }
     let mode = match args.mode {
         ModeArg::Auto => None,
@@ -200,7 +200,11 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         }
         CompareFormat::Csv | CompareFormat::Parquet => {
             let mut tree = OutputTree::new(&args.output, true);
-            let ext = if args.format == CompareFormat::Csv { "csv" } else { "parquet" };
+            let ext = match args.format {
+                _ if args.xlsx => "xlsx",
+                CompareFormat::Csv => "csv",
+                _ => "parquet",
+            };
             for (unit, result) in &results {
                 let dir = if nested {
                     PathBuf::from(format!("step{}", unit.step)).join(folder_name(&unit.stage))
@@ -208,7 +212,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                     PathBuf::new()
                 };
                 let rel = dir.join(file_name(result, from_file, &stamp, ext));
-                let written_ok = render_result(result, args.format)
+                let written_ok = render_result(result, args.format, args.xlsx)
                     .and_then(|bytes| tree.write(&rel, &bytes).map_err(anyhow::Error::from));
                 if let Err(e) = written_ok {
                     tree.rollback();
@@ -236,7 +240,10 @@ fn count_errors(result: &UnitComparison) -> usize {
     result.rows.iter().filter(|r| r.get(col).is_some_and(|c| c == "error")).count()
 }
 
-fn render_result(result: &UnitComparison, format: CompareFormat) -> anyhow::Result<Vec<u8>> {
+fn render_result(result: &UnitComparison, format: CompareFormat, xlsx: bool) -> anyhow::Result<Vec<u8>> {
+    if xlsx {
+        return crate::xlsx::write_table(&result.header, &result.rows);
+    }
     let mut buf = Vec::new();
     match format {
         CompareFormat::Parquet => {
