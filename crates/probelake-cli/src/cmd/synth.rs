@@ -115,7 +115,9 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if std::fs::read_dir(&args.output).is_ok_and(|mut d| d.next().is_some()) {
         bail!("{} is not empty; give a new folder", args.output.display());
     }
-    ctx.note(&format!("writing about {} into {}", human_bytes(scale_hint(&spec)), args.output.display()));
+    // scale_hint is per layer and global step.
+    let estimate = scale_hint(&spec) * spec.layers as u64 * spec.global_steps.len() as u64;
+    ctx.note(&format!("writing about {} into {}", human_bytes(estimate), args.output.display()));
     let started = std::time::Instant::now();
     let out = args.output.clone();
     let report = tokio::task::spawn_blocking(move || write_run(&spec, &out))
