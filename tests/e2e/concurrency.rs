@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::cli;
-use crate::fixtures::{assert_same_bytes, files_below};
+use crate::fixtures::assert_same_tree;
 
 const RANKS: usize = 6;
 
@@ -76,12 +76,7 @@ fn one_import_per_rank_at_once_and_readers_see_whole_units() {
 
     let back = tmp.path().join("back");
     cli::export(&dst, &back);
-    let files = files_below(&src);
-    assert_eq!(files, files_below(&back));
-    for rel in &files {
-        let (a, b) = (std::fs::read(src.join(rel)).expect("read"), std::fs::read(back.join(rel)).expect("read"));
-        assert_same_bytes(rel, &a, &b);
-    }
+    assert_same_tree(&src, &back);
 }
 
 /// `SELECT count(*) FROM dump` through the CLI; `None` when the command fails (no dataset yet).

@@ -9,7 +9,7 @@ use std::time::Instant;
 use probelake::format::{Lake, Table};
 
 use crate::cli;
-use crate::fixtures::{assert_same_bytes, files_below};
+use crate::fixtures::{assert_same_tree, files_below};
 
 /// Kills per test run; the points are spread evenly over one measured import.
 const KILLS: u32 = 8;
@@ -65,12 +65,7 @@ fn kill_9_of_import_leaves_whole_units_and_vacuum_cleans_up() {
 
     let back = tmp.path().join("back");
     cli::export(&dst, &back);
-    let files = files_below(&src);
-    assert_eq!(files, files_below(&back));
-    for rel in &files {
-        let (a, b) = (std::fs::read(src.join(rel)).expect("read"), std::fs::read(back.join(rel)).expect("read"));
-        assert_same_bytes(rel, &a, &b);
-    }
+    assert_same_tree(&src, &back);
 }
 
 /// Leftovers of killed runs are invisible to probelake but not to plain Parquet readers;

@@ -63,6 +63,16 @@ pub fn assert_same_bytes(what: &Path, want: &[u8], got: &[u8]) {
     );
 }
 
+/// Asserts that `back` holds the same files as `src`, byte for byte.
+pub fn assert_same_tree(src: &Path, back: &Path) {
+    let files = files_below(src);
+    assert_eq!(files, files_below(back), "{} and {} hold different files", src.display(), back.display());
+    for rel in &files {
+        let (a, b) = (std::fs::read(src.join(rel)).expect("read"), std::fs::read(back.join(rel)).expect("read"));
+        assert_same_bytes(rel, &a, &b);
+    }
+}
+
 /// A snapshot of every file below `dir` (path and contents), for "unchanged" checks.
 pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files_below(dir)

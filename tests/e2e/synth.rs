@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::cli;
-use crate::fixtures::{assert_same_bytes, files_below};
+use crate::fixtures::{assert_same_tree, files_below};
 
 #[test]
 fn demo_runs_and_its_runs_round_trip() {
@@ -21,13 +21,7 @@ fn demo_runs_and_its_runs_round_trip() {
     let src = tmp.path().join("msprobe/attnbug");
     let back = tmp.path().join("back");
     cli::export(&tmp.path().join("lake/attnbug"), &back);
-    let files = files_below(&src);
-    assert_eq!(files, files_below(&back));
-    for rel in files {
-        let a = std::fs::read(src.join(&rel)).expect("read");
-        let b = std::fs::read(back.join(&rel)).expect("read");
-        assert_same_bytes(&rel, &a, &b);
-    }
+    assert_same_tree(&src, &back);
 }
 
 #[test]
@@ -65,11 +59,7 @@ fn synth_writes_msprobe_trees_that_round_trip_and_refuses_a_full_folder() {
     cli::import(&src, &lake);
     let back = tmp.path().join("back");
     cli::export(&lake, &back);
-    for rel in &files {
-        let a = std::fs::read(src.join(rel)).expect("read");
-        let b = std::fs::read(back.join(rel)).expect("read");
-        assert_same_bytes(rel, &a, &b);
-    }
+    assert_same_tree(&src, &back);
 
     // A second synth into the same folder is refused and changes nothing.
     let again = cli::probelake([Path::new("synth"), &src]);
