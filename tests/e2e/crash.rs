@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use probelake::format::{Lake, Table};
+use probelake::format::Lake;
 
 use crate::cli;
-use crate::fixtures::{assert_same_tree, files_below};
+use crate::fixtures::{assert_committed_units_whole, assert_same_tree, files_below};
 
 /// Kills per test run; the points are spread evenly over one measured import.
 const KILLS: u32 = 8;
@@ -82,8 +82,7 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
-/// Reads every committed unit whole (its dump rows are its leaf count) and checks that SQL sees
-/// exactly those rows; returns how many units are visible.
+/// How many units are visible, each checked whole ([`assert_committed_units_whole`]).
 fn assert_only_whole_units(dst: &Path) -> usize {
     if !dst.join("_probelake/manifest.json").exists() {
         // Killed before the first commit: nothing may be visible.
@@ -91,26 +90,7 @@ fn assert_only_whole_units(dst: &Path) -> usize {
         assert!(!out.status.success(), "info on a dataset never committed");
         return 0;
     }
-    let rt = runtime();
-    let lake = Lake::local(dst).expect("open");
-    let units = rt.block_on(lake.units()).expect("commit records are readable");
-    let mut leaves = 0;
-    for record in &units {
-        let mut rows = 0;
-        for file in &record.files {
-            let batches = rt.block_on(lake.read_file(file)).expect("a committed file is whole");
-            if file.table == Table::Dump {
-                rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-            }
-        }
-        assert_eq!(rows, record.counts.leaves, "{}", record.unit);
-        leaves += rows;
-    }
-    let dst_text = dst.to_string_lossy().into_owned();
-    let out = cli::ok(["sql", &dst_text, "-c", "SELECT count(*) AS n FROM dump", "--format", "csv"]);
-    let counted = String::from_utf8_lossy(&out.stdout).lines().nth(1).map(str::to_owned);
-    assert_eq!(counted, Some(leaves.to_string()), "sql sees exactly the committed rows");
-    units.len()
+    assert_committed_units_whole(dst).len()
 }
 
 /// Every `.parquet` file under the table folders, relative to the dataset.

@@ -1,4 +1,4 @@
-//! Finding the shared fixtures, and comparing trees of files.
+//! Finding the shared fixtures, comparing trees of files, and checking what a dataset shows.
 
 use std::path::{Path, PathBuf};
 
@@ -71,6 +71,32 @@ pub fn assert_same_tree(src: &Path, back: &Path) {
         let (a, b) = (std::fs::read(src.join(rel)).expect("read"), std::fs::read(back.join(rel)).expect("read"));
         assert_same_bytes(rel, &a, &b);
     }
+}
+
+/// Reads every unit committed in the local dataset `ds` whole (its `dump` rows are its leaf
+/// count) and checks that `probelake sql` counts exactly those rows: what a crashed writer
+/// leaves must never show. Returns the committed units.
+pub fn assert_committed_units_whole(ds: &Path) -> Vec<probelake::format::CommitRecord> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let lake = probelake::format::Lake::local(ds).expect("open");
+    let units = rt.block_on(lake.units()).expect("commit records are readable");
+    let mut leaves = 0;
+    for record in &units {
+        let mut rows = 0;
+        for file in &record.files {
+            let batches = rt.block_on(lake.read_file(file)).expect("a committed file is whole");
+            if file.table == probelake::format::Table::Dump {
+                rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            }
+        }
+        assert_eq!(rows, record.counts.leaves, "{}", record.unit);
+        leaves += rows;
+    }
+    let ds_text = ds.to_string_lossy().into_owned();
+    let out = crate::cli::ok(["sql", &ds_text, "-c", "SELECT count(*) AS n FROM dump", "--format", "csv"]);
+    let counted = String::from_utf8_lossy(&out.stdout).lines().nth(1).map(str::to_owned);
+    assert_eq!(counted, Some(leaves.to_string()), "sql sees exactly the committed rows");
+    units
 }
 
 /// A snapshot of every file below `dir` (path and contents), for "unchanged" checks.

@@ -43,6 +43,7 @@ def demo_lake(tmp_path_factory):
 
 
 S3_KEY, S3_SECRET = "testing-key", "testing-secret"
+S3_BUCKET = "lake"
 
 
 def free_port():
@@ -53,7 +54,7 @@ def free_port():
 
 @pytest.fixture(scope="session")
 def moto_endpoint():
-    """A moto_server (from this venv) on 127.0.0.1 at a free port, with the bucket `lake`;
+    """A moto_server (from this venv) on 127.0.0.1 at a free port, with the bucket S3_BUCKET;
     yields its URL and stops it by its pid at the end of the session."""
     server = pathlib.Path(sys.executable).parent / "moto_server"
     port = free_port()
@@ -74,7 +75,7 @@ def moto_endpoint():
 
         boto3.client(
             "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET
-        ).create_bucket(Bucket="lake")
+        ).create_bucket(Bucket=S3_BUCKET)
         yield url
     finally:
         os.kill(proc.pid, signal.SIGTERM)

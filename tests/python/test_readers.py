@@ -46,13 +46,19 @@ def test_pyarrow_reads_every_fixture_run(run, tmp_path):
     check_dump_table(lake)
 
 
-def test_nan_and_inf_survive(tmp_path):
+@pytest.fixture(scope="module")
+def nan_lake(tmp_path_factory):
+    """The fixture run whose statistics hold NaN and inf, imported once for this module."""
     runs = [r for r in fixture_runs() if r.name == "plain-l1-md5-bf16-nan"]
     if not runs:
         pytest.skip("../shared/fixtures not found")
-    lake = tmp_path / "ds"
+    lake = tmp_path_factory.mktemp("nan") / "ds"
     probelake("import", runs[0], lake, "-q")
-    df = ds.dataset(str(lake / "dump"), partitioning="hive").to_table().to_pandas()
+    return lake
+
+
+def test_nan_and_inf_survive(nan_lake):
+    df = ds.dataset(str(nan_lake / "dump"), partitioning="hive").to_table().to_pandas()
     assert df["max"].isna().any()
     assert (df["max"] == float("inf")).any()
 
@@ -138,19 +144,14 @@ def test_compare_and_divergence_parquet_are_typed(demo_lake, tmp_path):
     assert list(pd.read_parquet(out).columns) == list(first.columns) and len(pd.read_parquet(out)) == 0
 
 
-def test_sql_parquet_keeps_nan_and_inf(tmp_path):
-    runs = [r for r in fixture_runs() if r.name == "plain-l1-md5-bf16-nan"]
-    if not runs:
-        pytest.skip("../shared/fixtures not found")
+def test_sql_parquet_keeps_nan_and_inf(nan_lake, tmp_path):
     import polars as pl
 
-    lake = tmp_path / "ds"
-    probelake("import", runs[0], lake, "-q")
     out = tmp_path / "stats.parquet"
-    probelake("sql", lake, "-c", "SELECT step, rank, shape, max, norm FROM dump", "--format", "parquet", "-o", out)
+    probelake("sql", nan_lake, "-c", "SELECT step, rank, shape, max, norm FROM dump", "--format", "parquet", "-o", out)
     df = pl.read_parquet(out)
     assert df.schema["step"] == pl.Int64 and df.schema["shape"] == pl.List(pl.Int64)
-    nan = probelake("sql", lake, "-c", "SELECT count(*) AS n FROM dump WHERE isnan(max)", "--format", "json")
-    inf = probelake("sql", lake, "-c", "SELECT count(*) AS n FROM dump WHERE max = 'inf'::double", "--format", "json")
+    nan = probelake("sql", nan_lake, "-c", "SELECT count(*) AS n FROM dump WHERE isnan(max)", "--format", "json")
+    inf = probelake("sql", nan_lake, "-c", "SELECT count(*) AS n FROM dump WHERE max = 'inf'::double", "--format", "json")
     assert df["max"].is_nan().sum() == json.loads(nan.stdout)[0]["n"] > 0
     assert (df["max"] == float("inf")).sum() == json.loads(inf.stdout)[0]["n"] > 0

@@ -7,35 +7,26 @@ import subprocess
 
 import pytest
 
-from conftest import S3_KEY, S3_SECRET, probelake
-
-BUCKET = "lake"
-KEY, SECRET = S3_KEY, S3_SECRET
+from conftest import S3_BUCKET, S3_KEY, S3_SECRET, binary, probelake
 
 
 @pytest.fixture(scope="module")
-def endpoint(moto_endpoint):
-    return moto_endpoint
-
-
-@pytest.fixture(scope="module")
-def s3_run(endpoint, tmp_path_factory):
+def s3_run(moto_endpoint, tmp_path_factory):
     """The demo's base run imported to s3://lake/base; returns (url, rows of dump, steps)."""
     root = tmp_path_factory.mktemp("s3demo")
     probelake("demo", root, "-q")
     env = {
         **os.environ,
-        "AWS_ENDPOINT": endpoint,
+        "AWS_ENDPOINT": moto_endpoint,
         "AWS_ALLOW_HTTP": "true",
         "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_ACCESS_KEY_ID": S3_KEY,
+        "AWS_SECRET_ACCESS_KEY": S3_SECRET,
     }
-    binary = os.environ.get("PROBELAKE_BIN")
-    url = f"s3://{BUCKET}/base"
-    subprocess.run([binary, "import", str(root / "msprobe" / "base"), url, "-q"], check=True, env=env)
+    url = f"s3://{S3_BUCKET}/base"
+    subprocess.run([binary(), "import", str(root / "msprobe" / "base"), url, "-q"], check=True, env=env)
     out = subprocess.run(
-        [binary, "sql", "--run", f"r={url}", "--format", "json", "-c",
+        [binary(), "sql", "--run", f"r={url}", "--format", "json", "-c",
          "SELECT count(*) AS n, count(DISTINCT step) AS steps FROM dump"],
         check=True, env=env, capture_output=True, text=True,
     ).stdout
@@ -44,24 +35,24 @@ def s3_run(endpoint, tmp_path_factory):
     return url, row["n"], row["steps"]
 
 
-def test_pandas_reads_the_bucket(endpoint, s3_run):
+def test_pandas_reads_the_bucket(moto_endpoint, s3_run):
     import pandas as pd
 
     url, rows, steps = s3_run
-    opts = {"key": KEY, "secret": SECRET, "client_kwargs": {"endpoint_url": endpoint}}
+    opts = {"key": S3_KEY, "secret": S3_SECRET, "client_kwargs": {"endpoint_url": moto_endpoint}}
     df = pd.read_parquet(f"{url}/dump", storage_options=opts)
     assert len(df) == rows
     assert df["step"].nunique() == steps
 
 
-def test_polars_reads_the_bucket(endpoint, s3_run):
+def test_polars_reads_the_bucket(moto_endpoint, s3_run):
     import polars as pl
 
     url, rows, steps = s3_run
     opts = {
-        "aws_endpoint_url": endpoint,
-        "aws_access_key_id": KEY,
-        "aws_secret_access_key": SECRET,
+        "aws_endpoint_url": moto_endpoint,
+        "aws_access_key_id": S3_KEY,
+        "aws_secret_access_key": S3_SECRET,
         "aws_allow_http": "true",
         "aws_region": "us-east-1",
     }
@@ -71,25 +62,25 @@ def test_polars_reads_the_bucket(endpoint, s3_run):
     assert df["step"].n_unique() == steps
 
 
-def test_pyarrow_reads_the_bucket(endpoint, s3_run):
+def test_pyarrow_reads_the_bucket(moto_endpoint, s3_run):
     import pyarrow as pa
     import pyarrow.dataset as ds
     from pyarrow import fs
 
     url, rows, _ = s3_run
-    s3 = fs.S3FileSystem(endpoint_override=endpoint, access_key=KEY, secret_key=SECRET, scheme="http", region="us-east-1")
-    table = ds.dataset(f"{BUCKET}/base/dump", filesystem=s3, format="parquet", partitioning="hive").to_table()
+    s3 = fs.S3FileSystem(endpoint_override=moto_endpoint, access_key=S3_KEY, secret_key=S3_SECRET, scheme="http", region="us-east-1")
+    table = ds.dataset(f"{S3_BUCKET}/base/dump", filesystem=s3, format="parquet", partitioning="hive").to_table()
     assert table.num_rows == rows
     assert pa.types.is_integer(table.schema.field("step").type)
 
 
-def test_duckdb_reads_the_bucket_through_fsspec(endpoint, s3_run):
+def test_duckdb_reads_the_bucket_through_fsspec(moto_endpoint, s3_run):
     import duckdb
     import s3fs
 
     url, rows, _ = s3_run
     con = duckdb.connect()
-    con.register_filesystem(s3fs.S3FileSystem(key=KEY, secret=SECRET, client_kwargs={"endpoint_url": endpoint}))
+    con.register_filesystem(s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, client_kwargs={"endpoint_url": moto_endpoint}))
     n, step_type = con.execute(
         f"SELECT count(*), any_value(typeof(step)) FROM read_parquet('{url}/dump/**/*.parquet', hive_partitioning=true)"
     ).fetchone()
