@@ -1,0 +1,21 @@
+//! dump.json / debug.json, as import reads them: JSON parse, layout detection, the take-apart
+//! into header, entry names and leaves, and the render that import compares with the input.
+//!
+//! Property: any input either parses and takes apart or is rejected with an error; nothing
+//! panics, aborts or runs out of memory.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use probelake_format::json::{detect_layout, parse};
+use probelake_format::msprobe::{render_parsed, take_apart, DumpKind};
+
+fuzz_target!(|bytes: &[u8]| {
+    let Ok(doc) = parse(bytes) else { return };
+    let layout = detect_layout(bytes);
+    for kind in [DumpKind::Dump, DumpKind::Debug] {
+        if let Ok(parsed) = take_apart(&doc, kind, layout) {
+            let mut rebuilt = Vec::with_capacity(bytes.len());
+            let _ = render_parsed(&parsed, &mut rebuilt);
+        }
+    }
+});

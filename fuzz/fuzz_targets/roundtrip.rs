@@ -1,0 +1,97 @@
+//! The exporter's round trip, in memory: what import stores as rows (rather than as the
+//! original bytes) must export back to the same bytes and re-import to the same rows.
+//!
+//! Import keeps a file as rows only when rendering those rows reproduces the input; export
+//! then renders from the stored values. Property, for each file kind the input imports as:
+//! - dump.json: the skeleton and leaf values render back to the input, and taking the output
+//!   apart again gives the same skeleton and the same leaves;
+//! - stack.json / construct.json: rows render back to the input and re-read equal;
+//! - .pt / .npy: data plus metadata (through its stored JSON form) write back to the input
+//!   and re-read equal.
+//!
+//! Any mismatch panics, which libFuzzer reports as a crash.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use probelake_format::json::{detect_layout, parse, Layout};
+use probelake_format::msprobe::{
+    render, render_construct, render_parsed, render_stack, take_apart, take_apart_construct, take_apart_stack,
+    DumpKind,
+};
+use probelake_format::tensor_file::{read_tensor_file, write_tensor_file, ContainerMeta};
+
+fuzz_target!(|bytes: &[u8]| {
+    if let Ok(doc) = parse(bytes) {
+        let layout = detect_layout(bytes);
+        dump_round_trip(bytes, &doc, layout);
+        stack_round_trip(bytes, &doc, layout);
+        construct_round_trip(bytes, &doc, layout);
+    }
+    tensor_round_trip(bytes);
+});
+
+fn dump_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout: Layout) {
+    for kind in [DumpKind::Dump, DumpKind::Debug] {
+        let Ok(parsed) = take_apart(doc, kind, layout) else { continue };
+        let mut imported = Vec::with_capacity(bytes.len());
+        if render_parsed(&parsed, &mut imported).is_err() || imported != bytes {
+            continue; // import keeps this file whole
+        }
+        let mut exported = Vec::with_capacity(bytes.len());
+        render(&parsed.skeleton, parsed.layout, parsed.leaves.iter().map(|l| &l.value), &mut exported)
+            .expect("export of an imported dump file fails");
+        assert!(exported == bytes, "export of an imported dump file differs from its input");
+
+        let again = parse(&exported).expect("exported dump file does not parse");
+        let reparsed = take_apart(&again, kind, detect_layout(&exported)).expect("exported dump file is refused");
+        assert_eq!(reparsed.skeleton, parsed.skeleton);
+        assert_eq!(reparsed.header, parsed.header);
+        assert_eq!(reparsed.leaves.len(), parsed.leaves.len());
+        for (a, b) in reparsed.leaves.iter().zip(&parsed.leaves) {
+            // Debug text, not `==`: NaN statistics must compare equal to themselves, and
+            // -0.0 must still differ from 0.0.
+            assert_eq!(format!("{:?}", a.value), format!("{:?}", b.value));
+            assert_eq!((a.seq, a.leaf, &a.section, &a.path, &a.item), (b.seq, b.leaf, &b.section, &b.path, &b.item));
+        }
+    }
+}
+
+fn stack_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout: Layout) {
+    let Ok((format, rows)) = take_apart_stack(doc) else { return };
+    let mut exported = Vec::with_capacity(bytes.len());
+    render_stack(format, layout, &rows, &mut exported);
+    if exported != bytes {
+        return; // import keeps this file whole
+    }
+    let again = parse(&exported).expect("exported stack.json does not parse");
+    let (format_again, rows_again) = take_apart_stack(&again).expect("exported stack.json is refused");
+    assert_eq!(format_again, format);
+    assert_eq!(rows_again, rows);
+}
+
+fn construct_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout: Layout) {
+    let Ok(rows) = take_apart_construct(doc) else { return };
+    let mut exported = Vec::with_capacity(bytes.len());
+    render_construct(layout, &rows, &mut exported);
+    if exported != bytes {
+        return; // import keeps this file whole
+    }
+    let again = parse(&exported).expect("exported construct.json does not parse");
+    assert_eq!(take_apart_construct(&again).expect("exported construct.json is refused"), rows);
+}
+
+fn tensor_round_trip(bytes: &[u8]) {
+    // No extension: the reader picks .pt or .npy by magic bytes, as for an odd file name.
+    let Ok((data, meta)) = read_tensor_file("fuzz", bytes) else { return };
+    match write_tensor_file(&data, &meta) {
+        Ok(rebuilt) if rebuilt == bytes => {}
+        _ => return, // import keeps this file whole
+    }
+    let stored = meta.to_json().expect("tensor metadata does not serialise");
+    let restored = ContainerMeta::from_json(&stored).expect("stored tensor metadata does not parse");
+    let exported = write_tensor_file(&data, &restored).expect("export of an imported tensor file fails");
+    assert!(exported == bytes, "export of an imported tensor file differs from its input");
+    let (data_again, meta_again) = read_tensor_file("fuzz", &exported).expect("exported tensor file is refused");
+    assert_eq!(data_again, data);
+    assert_eq!(meta_again, meta);
+}
