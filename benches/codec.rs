@@ -156,12 +156,14 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("take_apart");
     for input in &inputs {
-        let docs: Vec<_> = input.dumps.iter().map(|(b, l)| (parse(b).expect("parse"), *l)).collect();
+        let docs: Vec<_> = input.dumps.iter().map(|(b, l)| (parse(b).expect("parse"), b, *l)).collect();
         group.throughput(Throughput::Bytes(input.json_bytes));
         group.bench_function(BenchmarkId::from_parameter(input.label), |b| {
             b.iter(|| {
-                for (doc, layout) in &docs {
-                    std::hint::black_box(msprobe::take_apart(doc, DumpKind::Dump, *layout).expect("take_apart"));
+                for (doc, bytes, layout) in &docs {
+                    std::hint::black_box(
+                        msprobe::take_apart_source(doc, bytes, DumpKind::Dump, *layout).expect("take_apart"),
+                    );
                 }
             })
         });

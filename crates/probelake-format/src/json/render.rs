@@ -101,42 +101,35 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
         out.extend_from_slice(if v > 0.0 { b"Infinity" } else { b"-Infinity" });
         return;
     }
-    // Rust's `{:e}` prints the shortest round-trip digits, like Python's repr; only the layout
-    // differs, so take digits and exponent from it and lay them out the Python way. Formatted
-    // on the stack: this runs four times per tensor leaf, twice over on import.
-    let mut buf = StackBuf::new();
-    use std::fmt::Write as _;
-    let _ = write!(buf, "{v:e}");
+    // Ryū gives the shortest round-trip digits, nearest the exact value, like Python's repr;
+    // only the layout differs, so take digits and exponent from it and lay them out the Python
+    // way. This runs four times per tensor leaf; `core::fmt`'s `{:e}` costs several times more.
+    let mut ryu_buf = ryu::Buffer::new();
+    let text = ryu_buf.format_finite(v).as_bytes();
     // Among equally short strings CPython picks the one nearest the exact value, halves to
-    // even; Rust's shortest form may take the other one of an exact tie (23.634353637695313
-    // for 23.6343536376953125, where CPython writes …312). Ties need ≥ 15 digits.
-    let digit_count = buf.as_bytes().iter().take_while(|&&b| b != b'e').filter(|b| b.is_ascii_digit()).count();
-    if digit_count >= 15 && may_be_tie(v, digit_count) {
-        let mut nearest = StackBuf::new();
-        let _ = write!(nearest, "{v:.*e}", digit_count - 1);
-        if nearest.as_bytes() != buf.as_bytes()
-            && std::str::from_utf8(nearest.as_bytes()).ok().and_then(|s| s.parse::<f64>().ok()) == Some(v)
-        {
-            buf = nearest;
+    // even; a shortest-digits algorithm may take the other one of an exact tie
+    // (23.634353637695313 for 23.6343536376953125, where CPython writes …312), so ties are
+    // settled by an exact-mode format. Ties need ≥ 15 digits, so ≥ 15 bytes of text.
+    let mut nearest = StackBuf::new();
+    let mut text = text;
+    if text.len() >= 15 {
+        let n_digits = significant_digits(text);
+        if n_digits >= 15 && may_be_tie(v, n_digits) {
+            use std::fmt::Write as _;
+            let _ = write!(nearest, "{v:.*e}", n_digits - 1);
+            if std::str::from_utf8(nearest.as_bytes()).ok().and_then(|s| s.parse::<f64>().ok()) == Some(v) {
+                text = nearest.as_bytes();
+            }
         }
     }
-    let text = buf.as_bytes();
-    let (mantissa, exp) = match text.iter().position(|&b| b == b'e') {
-        Some(at) => (&text[..at], parse_exponent(&text[at + 1..])),
-        None => (text, 0),
-    };
-    let (negative, mantissa) = match mantissa.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, mantissa),
-    };
-    let mut digit_buf = [0u8; 40];
-    let mut n_digits = 0;
-    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
-        if let Some(slot) = digit_buf.get_mut(n_digits) {
-            *slot = b;
-            n_digits += 1;
-        }
+    // Ryū's positional form is Python's for decimal exponents -4..16 (`0.0001`, `2512.0`);
+    // Python switches to scientific one step earlier (`1e-05` where Ryū writes `0.00001`).
+    let unsigned = text.strip_prefix(b"-").unwrap_or(text);
+    if !text.contains(&b'e') && !unsigned.starts_with(b"0.0000") {
+        out.extend_from_slice(text);
+        return;
     }
+    let (negative, digit_buf, n_digits, exp) = shortest_digits(text);
     let digits = &digit_buf[..n_digits];
     if negative {
         out.push(b'-');
@@ -171,6 +164,53 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
         }
         write_i64(out, i64::from(abs));
     }
+}
+
+/// The number of significant digits in a decimal number's text: its digits without the
+/// leading and trailing zeros (`1234000.0` and `0.001234` have 4), as `{:e}` would write them.
+fn significant_digits(text: &[u8]) -> usize {
+    let mantissa = text.split(|&b| b == b'e' || b == b'E').next().unwrap_or_default();
+    let digits = mantissa.iter().filter(|b| b.is_ascii_digit());
+    let leading = digits.clone().take_while(|&&b| b == b'0').count();
+    let trailing = digits.clone().rev().take_while(|&&b| b == b'0').count();
+    digits.count().saturating_sub(leading + trailing)
+}
+
+/// Splits a decimal number as Ryū or `{:e}` write it (`-1234.5`, `0.001`, `1e16`,
+/// `1.25e-7`) into sign, significant digits (no leading or trailing zeros; `0` for zero) and
+/// the decimal exponent of the first digit.
+fn shortest_digits(text: &[u8]) -> (bool, [u8; 40], usize, i32) {
+    let (negative, text) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let (mantissa, exp_text) = match text.iter().position(|&b| b == b'e' || b == b'E') {
+        Some(at) => (&text[..at], Some(&text[at + 1..])),
+        None => (text, None),
+    };
+    let int_len = mantissa.iter().position(|&b| b == b'.').unwrap_or(mantissa.len()) as i32;
+    let mut exp = exp_text.map_or(0, parse_exponent) + int_len - 1;
+    let mut digits = [0u8; 40];
+    let mut n = 0;
+    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
+        if n == 0 && b == b'0' {
+            exp -= 1;
+            continue;
+        }
+        if let Some(slot) = digits.get_mut(n) {
+            *slot = b;
+            n += 1;
+        }
+    }
+    while n > 1 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    if n == 0 {
+        digits[0] = b'0';
+        n = 1;
+        exp = 0;
+    }
+    (negative, digits, n, exp)
 }
 
 /// Whether the exact value of finite `v` may lie halfway between two `digits`-digit decimals.
@@ -217,6 +257,7 @@ const POW5: [u128; 26] = {
 fn parse_exponent(text: &[u8]) -> i32 {
     let (negative, digits) = match text.split_first() {
         Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
         _ => (false, text),
     };
     let magnitude =
@@ -276,6 +317,65 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `write_f64` as it was before Ryū: digits from `core::fmt`'s shortest `{:e}`, with the
+    /// same tie rule, laid out the Python way by hand.
+    fn reference(v: f64) -> String {
+        if !v.is_finite() {
+            let mut out = Vec::new();
+            write_f64(&mut out, v);
+            return String::from_utf8(out).unwrap();
+        }
+        let short = format!("{v:e}");
+        let (_, _, n, _) = shortest_digits(short.as_bytes());
+        let mut text = short.clone();
+        if n >= 15 && may_be_tie(v, n) {
+            let nearest = format!("{v:.*e}", n - 1);
+            if nearest.parse::<f64>().ok() == Some(v) {
+                text = nearest;
+            }
+        }
+        let (negative, digits, n, exp) = shortest_digits(text.as_bytes());
+        let digits = std::str::from_utf8(&digits[..n]).unwrap();
+        let sign = if negative { "-" } else { "" };
+        let n = n as i32;
+        if (-4..16).contains(&exp) {
+            if exp < 0 {
+                format!("{sign}0.{}{digits}", "0".repeat((-exp - 1) as usize))
+            } else if exp + 1 >= n {
+                format!("{sign}{digits}{}.0", "0".repeat((exp + 1 - n) as usize))
+            } else {
+                let point = (exp + 1) as usize;
+                format!("{sign}{}.{}", &digits[..point], &digits[point..])
+            }
+        } else {
+            let rest = if n > 1 { format!(".{}", &digits[1..]) } else { String::new() };
+            format!("{sign}{}{rest}e{}{:02}", &digits[..1], if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
+        }
+    }
+
+    #[test]
+    fn ryu_digits_agree_with_core_fmt() {
+        // A fixed xorshift stream: random bit patterns (every exponent) and f32-derived values
+        // (what msprobe's statistics are), plus the powers of ten around the layout switches.
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut values: Vec<f64> = (-30..30).map(|e| 10f64.powi(e)).collect();
+        for _ in 0..100_000 {
+            let bits = next();
+            values.push(f64::from_bits(bits));
+            values.push(f64::from(f32::from_bits(bits as u32)));
+            values.push((bits % 1_000_000) as f64 / 64.0);
+        }
+        for v in values {
+            assert_eq!(f(v), reference(v), "bits {:#x}", v.to_bits());
+        }
+    }
 
     fn f(v: f64) -> String {
         let mut out = Vec::new();

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use crate::json::{parse_skeleton, write_compact, write_node, write_str, Layout, Node, Value};
 
-use super::leaf::{is_leaf, Leaf};
+use super::leaf::{is_leaf, Leaf, LeafSource};
 use super::name::{is_parameters_grad, parse_entry_name, EntryName};
 use crate::error::FormatError as CodecError;
 
@@ -72,6 +72,11 @@ pub struct LeafRow<'a> {
     pub value: Leaf<'a>,
     /// The leaf as parsed.
     pub node: &'a Node<'a>,
+    /// The leaf's nesting depth in the file.
+    pub depth: usize,
+    /// The length of the leaf's text in the file, when its columns were found to render to
+    /// exactly that text at `depth` (see [`Leaf::from_source`]).
+    pub exact_len: Option<usize>,
 }
 
 /// A dump file taken apart.
@@ -95,6 +100,18 @@ fn schema_error(offset: usize, path: String, message: impl Into<String>) -> Code
 
 /// Takes a dump.json / debug.json apart. `doc` must come from [`parse`] of the file's bytes.
 pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Result<ParsedDump<'a>, CodecError> {
+    take_apart_source(doc, &[], kind, layout)
+}
+
+/// [`take_apart`] given also the bytes `doc` was parsed from, which makes the per-leaf `raw`
+/// check cheaper (a comparison with the file instead of rendering each node) and lets
+/// [`render_parsed`] copy the leaves it verified.
+pub fn take_apart_source<'a>(
+    doc: &'a Node<'a>,
+    source: &[u8],
+    kind: DumpKind,
+    layout: Layout,
+) -> Result<ParsedDump<'a>, CodecError> {
     let Value::Object(top) = &doc.value else {
         return Err(schema_error(
             doc.pos,
@@ -183,6 +200,7 @@ pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Resu
             let entry_index = out.names.len();
             out.names.push(parsed);
             let mut walk = Walk {
+                source: LeafSource { bytes: source, layout, depth: 0 },
                 out: &mut out.leaves,
                 scratch: &mut scratch,
                 seq: seq as i64,
@@ -197,7 +215,7 @@ pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Resu
                     walk.path.clear();
                     walk.item.clear();
                     walk.item.push_str(name);
-                    walk.slot(entry, &Cow::Borrowed(""), false)?
+                    walk.slot(entry, &Cow::Borrowed(""), false, ENTRY_DEPTH)?
                 }
                 (DumpKind::Dump, Value::Object(fields)) => {
                     let grads = is_parameters_grad(name);
@@ -222,7 +240,7 @@ pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Resu
                                 walk.item.push_str(name);
                                 walk.item.push('.');
                                 walk.item.push_str(suffix);
-                                walk.slot(v, &Cow::Borrowed(field.as_ref()), grads)?
+                                walk.slot(v, &Cow::Borrowed(field.as_ref()), grads, ENTRY_DEPTH + 1)?
                             }
                             None => write_compact(walk.skeleton, v),
                         }
@@ -254,7 +272,12 @@ fn key_list(members: &[(Cow<'_, str>, Node<'_>)]) -> String {
     }
 }
 
+/// The nesting depth of an entry of `data`: the top-level object is at 0, `data` at 1.
+const ENTRY_DEPTH: usize = 2;
+
 struct Walk<'w, 'a> {
+    /// The file, for [`Leaf::from_source`]; `depth` is set per leaf.
+    source: LeafSource<'w>,
     out: &'w mut Vec<LeafRow<'a>>,
     scratch: &'w mut (Vec<u8>, Vec<u8>),
     seq: i64,
@@ -272,9 +295,16 @@ impl<'a> Walk<'_, 'a> {
     /// `self.item` name `node` and are left as they were found.
     // A `&Cow` rather than `&str`: rows keep the section borrowed from the document when it is.
     #[allow(clippy::ptr_arg)]
-    fn slot(&mut self, node: &'a Node<'a>, section: &Cow<'a, str>, grads: bool) -> Result<(), CodecError> {
+    fn slot(
+        &mut self,
+        node: &'a Node<'a>,
+        section: &Cow<'a, str>,
+        grads: bool,
+        depth: usize,
+    ) -> Result<(), CodecError> {
         if is_leaf(node) {
-            let value = Leaf::from_node(node, self.scratch).map_err(|e| CodecError::Schema {
+            let source = LeafSource { depth, ..self.source };
+            let (value, exact_len) = Leaf::from_source(node, self.scratch, source).map_err(|e| CodecError::Schema {
                 file: Default::default(),
                 offset: e.offset,
                 path: format!("{} ({})", self.item, e.field.unwrap_or("value")),
@@ -293,6 +323,8 @@ impl<'a> Walk<'_, 'a> {
                 item,
                 value,
                 node,
+                depth,
+                exact_len,
             });
             self.next_leaf += 1;
             self.skeleton.push(b'$');
@@ -314,7 +346,7 @@ impl<'a> Walk<'_, 'a> {
                         self.item.push('.');
                         push_index(self.item, i);
                     }
-                    let walked = self.slot(child, section, grads);
+                    let walked = self.slot(child, section, grads, depth + 1);
                     self.path.truncate(path_len);
                     self.item.truncate(item_len);
                     walked?;
@@ -335,7 +367,7 @@ impl<'a> Walk<'_, 'a> {
                     self.path.push_str(k);
                     self.item.push('.');
                     self.item.push_str(k);
-                    let walked = self.slot(child, section, grads);
+                    let walked = self.slot(child, section, grads, depth + 1);
                     self.path.truncate(path_len);
                     self.item.truncate(item_len);
                     walked?;
@@ -377,12 +409,25 @@ where
 /// [`Leaf::from_node`] checked), so to the same token tree and the same text in any layout; a
 /// leaf with `raw` renders from the node's one-line text. What the check has left to prove is
 /// the skeleton and the layout, and it does so without formatting every float a second time.
-pub fn render_parsed(parsed: &ParsedDump<'_>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+///
+/// `source` is the file `parsed` came from (as given to [`take_apart_source`]): a leaf whose
+/// columns were found to render to its text in the file at this very depth is copied from
+/// there, which is the same text again, without rendering the node.
+pub fn render_parsed(parsed: &ParsedDump<'_>, source: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
     let layout = parsed.layout;
     let mut rows = parsed.leaves.iter();
     fill_skeleton(&parsed.skeleton, layout, out, &mut |out, depth| match rows.next() {
         Some(row) => {
-            let _ = write_node::<()>(out, row.node, layout, depth, &mut |_, _| Ok(()));
+            let verified = match row.exact_len {
+                Some(len) if row.depth == depth => source.get(row.node.pos..row.node.pos.saturating_add(len)),
+                _ => None,
+            };
+            match verified {
+                Some(text) => out.extend_from_slice(text),
+                None => {
+                    let _ = write_node::<()>(out, row.node, layout, depth, &mut |_, _| Ok(()));
+                }
+            }
             true
         }
         None => false,

@@ -144,6 +144,17 @@ fn strs<'b>(batch: &'b RecordBatch, name: &str, table: Table) -> Result<impl Fn(
     Ok(move |i: usize| col.is_valid(i).then(|| col.value(i)))
 }
 
+/// Each row's [`Origin`], with the two columns looked up once per batch rather than per row.
+fn origins(batch: &RecordBatch, table: Table) -> Result<impl Fn(usize) -> Origin + '_> {
+    let int64 =
+        |name: &str| column(batch, name, table)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(table, name));
+    let (inner_step, pid) = (int64("inner_step")?, int64("pid")?);
+    Ok(move |i: usize| Origin {
+        inner_step: inner_step.is_valid(i).then(|| inner_step.value(i)),
+        pid: pid.is_valid(i).then(|| pid.value(i)),
+    })
+}
+
 fn origin_of(batch: &RecordBatch, table: Table, row: usize) -> Result<Origin> {
     Ok(Origin { inner_step: opt_i64(batch, "inner_step", table, row)?, pid: opt_i64(batch, "pid", table, row)? })
 }
@@ -183,11 +194,17 @@ pub async fn render_unit(lake: &Lake, record: &CommitRecord) -> Result<Vec<(Path
             })
             .collect::<Result<_>>()?;
         let rg = column(batch, "requires_grad", t)?.as_boolean_opt().ok_or_else(|| type_error(t, "requires_grad"))?;
+        // Sliced out of the flat values by offset: `shape.value(i)` would build an array per row.
+        let dim_values = shape.values().as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "shape"))?.values();
+        let dim_offsets = shape.value_offsets();
+        let origin = origins(batch, t)?;
         for i in 0..batch.num_rows() {
             let dims = if shape.is_valid(i) {
-                let v = shape.value(i);
-                let v = v.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "shape"))?;
-                Some(v.values().to_vec())
+                let range = dim_offsets
+                    .get(i)
+                    .zip(dim_offsets.get(i + 1))
+                    .and_then(|(&a, &b)| dim_values.get(usize::try_from(a).ok()?..usize::try_from(b).ok()?));
+                Some(range.ok_or_else(|| type_error(t, "shape"))?.to_vec())
             } else {
                 None
             };
@@ -203,7 +220,7 @@ pub async fn render_unit(lake: &Lake, record: &CommitRecord) -> Result<Vec<(Path
                 value: value(i).map(Cow::Borrowed),
                 raw: raw(i).map(Cow::Borrowed),
             };
-            leaves.entry(origin_of(batch, t, i)?).or_default().push((seq.value(i), leaf_no.value(i), leaf));
+            leaves.entry(origin(i)).or_default().push((seq.value(i), leaf_no.value(i), leaf));
         }
     }
     for list in leaves.values_mut() {

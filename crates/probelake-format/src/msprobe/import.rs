@@ -19,7 +19,7 @@ use crate::tensor_file::{read_tensor_file, write_tensor_file};
 use super::columns::{Origin, SourceRow, TensorRow, UnitColumns};
 use super::construct::{render_construct, take_apart_construct};
 use super::discover::{discover, DumpDir, Overrides};
-use super::dump_file::{render_parsed, take_apart};
+use super::dump_file::{render_parsed, take_apart_source};
 use super::stack::{render_stack, take_apart_stack};
 
 /// Receives progress of a long import or export; every method has a no-op default.
@@ -256,12 +256,12 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
     let bytes = read_file(&path)?;
     let doc = parse(&bytes).map_err(|error| FormatError::Syntax { file: path.clone(), error })?;
     let layout = detect_layout(&bytes);
-    let parsed = take_apart(&doc, dir.kind, layout).map_err(|e| e.in_file(&path))?;
+    let parsed = take_apart_source(&doc, &bytes, dir.kind, layout).map_err(|e| e.in_file(&path))?;
 
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole.
     let mut rebuilt = Vec::with_capacity(bytes.len());
-    render_parsed(&parsed, &mut rebuilt)?;
+    render_parsed(&parsed, &bytes, &mut rebuilt)?;
     let original = (rebuilt != bytes).then_some(bytes.as_slice());
     if original.is_some() {
         tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");

@@ -64,10 +64,58 @@ fn is_tensor_kind(kind: &str) -> bool {
     kind.contains("Tensor") || kind == "numpy.ndarray"
 }
 
+/// The text a leaf node was parsed from: the whole file, its layout, and the leaf's nesting
+/// depth in it (what [`write_node`] would be given for the leaf).
+#[derive(Debug, Clone, Copy)]
+pub struct LeafSource<'s> {
+    /// The file's bytes; node positions index into them.
+    pub bytes: &'s [u8],
+    /// The file's layout.
+    pub layout: Layout,
+    /// Nesting depth of the leaf.
+    pub depth: usize,
+}
+
 impl<'a> Leaf<'a> {
     /// Reads a leaf node (see [`is_leaf`]) into columns, validating what msprobe's tools rely on,
     /// and sets `raw` when the columns alone would not reproduce the node.
     pub fn from_node(node: &'a Node<'a>, scratch: &mut (Vec<u8>, Vec<u8>)) -> Result<Leaf<'a>, LeafError> {
+        let mut leaf = Leaf::columns_of(node, scratch)?;
+        leaf.set_raw(node, scratch);
+        Ok(leaf)
+    }
+
+    /// Like [`Leaf::from_node`], for a node parsed from `source`; also returns the length of the
+    /// node's text when the columns render, in the file's layout at the leaf's depth, to exactly
+    /// the bytes at the node's position.
+    ///
+    /// That comparison is the cheap way to the `raw` rule: text equal to the file's is a
+    /// canonical rendering of the node, so the columns also render to the node's one-line text
+    /// and need no `raw`; the node is not rendered at all. Only where it fails (another
+    /// layout, an integer statistic, …) is the node rendered and compared as `from_node` does,
+    /// so `raw` is set exactly as there.
+    pub fn from_source(
+        node: &'a Node<'a>,
+        scratch: &mut (Vec<u8>, Vec<u8>),
+        source: LeafSource<'_>,
+    ) -> Result<(Leaf<'a>, Option<usize>), LeafError> {
+        let mut leaf = Leaf::columns_of(node, scratch)?;
+        // Only an object is self-delimiting: `5` would also match the start of `57`.
+        if leaf.kind.is_some() {
+            let (rendered, _) = &mut *scratch;
+            rendered.clear();
+            leaf.render(rendered, source.layout, source.depth);
+            let end = node.pos.saturating_add(rendered.len());
+            if source.bytes.get(node.pos..end) == Some(rendered.as_slice()) {
+                return Ok((leaf, Some(rendered.len())));
+            }
+        }
+        leaf.set_raw(node, scratch);
+        Ok((leaf, None))
+    }
+
+    /// The typed columns of a leaf node, without the `raw` rule.
+    fn columns_of(node: &'a Node<'a>, scratch: &mut (Vec<u8>, Vec<u8>)) -> Result<Leaf<'a>, LeafError> {
         let mut leaf = Leaf::default();
         let Value::Object(members) = &node.value else {
             return Ok(leaf);
@@ -183,16 +231,19 @@ impl<'a> Leaf<'a> {
             }
         }
         let _ = members;
-        // The raw rule: keep the original only if the columns do not render it.
+        Ok(leaf)
+    }
+
+    /// The raw rule: keep the original only if the columns do not render it.
+    fn set_raw(&mut self, node: &Node<'_>, scratch: &mut (Vec<u8>, Vec<u8>)) {
         let (rendered, original) = &mut *scratch;
         rendered.clear();
         original.clear();
-        leaf.render(rendered, Layout { indent: None }, 0);
+        self.render(rendered, Layout { indent: None }, 0);
         write_compact(original, node);
         if rendered != original {
-            leaf.raw = Some(Cow::Owned(String::from_utf8_lossy(original).into_owned()));
+            self.raw = Some(Cow::Owned(String::from_utf8_lossy(original).into_owned()));
         }
-        Ok(leaf)
     }
 
     /// Writes the leaf as msprobe does, at nesting `depth`.

@@ -23,9 +23,9 @@ pub use columns::{
 };
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
 pub use discover::{discover, DumpDir, Overrides, TreeLayout};
-pub use dump_file::{render, render_parsed, take_apart, DumpKind, Header, LeafRow, ParsedDump};
+pub use dump_file::{render, render_parsed, take_apart, take_apart_source, DumpKind, Header, LeafRow, ParsedDump};
 pub use export::{export, render_unit, ExportOptions, ExportReport};
 pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
-pub use leaf::{is_leaf, Leaf, STAT_KEYS};
+pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};

@@ -1,0 +1,44 @@
+//! A small driver for profiling the msprobe codec under `valgrind --tool=callgrind` or `perf`:
+//! one step per process, so each profile holds only the step it is about.
+//!
+//! ```text
+//! codec_profile synth  LAYERS TREE      # a SynthSpec::demo() tree with LAYERS layers
+//! codec_profile import TREE DATASET     # msprobe::import of TREE into a fresh DATASET
+//! codec_profile export DATASET OUT      # msprobe::export of DATASET into OUT (force)
+//! ```
+//!
+//! docs/benchmarks.md gives the exact commands and the figures they produced.
+
+use std::path::Path;
+
+use probelake_format::msprobe::{self, ExportOptions, ImportOptions, NoProgress};
+use probelake_format::synth::{write_run, SynthSpec};
+use probelake_format::Lake;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [step, a, b] = args.as_slice() else {
+        return Err("usage: codec_profile synth LAYERS TREE | import TREE DATASET | export DATASET OUT".into());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    match step.as_str() {
+        "synth" => {
+            let spec = SynthSpec { layers: a.parse()?, ..SynthSpec::demo() };
+            let report = write_run(&spec, Path::new(b))?;
+            eprintln!("{} bytes, {} leaves", report.bytes, report.leaves);
+        }
+        "import" => {
+            let lake = Lake::local(Path::new(b))?;
+            let report = rt.block_on(msprobe::import(Path::new(a), &lake, &ImportOptions::default(), &NoProgress))?;
+            eprintln!("imported {} units, {} bytes of dump files", report.units.len(), report.json_bytes);
+        }
+        "export" => {
+            let lake = Lake::local(Path::new(a))?;
+            let options = ExportOptions { force: true, ..Default::default() };
+            rt.block_on(msprobe::export(&lake, Path::new(b), &options, &NoProgress))?;
+            eprintln!("exported");
+        }
+        other => return Err(format!("unknown step {other}").into()),
+    }
+    Ok(())
+}
