@@ -1,7 +1,9 @@
 //! Many writers, one dataset: one `probelake import` process per rank commits its unit into the
 //! same dataset at the same time, while a reader queries it; the reader only ever sees whole
-//! units, and at the end every rank's unit is there and exports byte for byte.
+//! units, and at the end every rank's unit is there and exports byte for byte. Once on a local
+//! folder, once on S3 (moto).
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,31 +11,68 @@ use std::sync::Arc;
 
 use crate::cli;
 use crate::fixtures::assert_same_tree;
+use crate::moto::Moto;
 
 const RANKS: usize = 6;
+
+/// Where the dataset lives, and how a command reaches it.
+#[derive(Clone)]
+struct Target {
+    dst: String,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Target {
+    fn command<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_probelake"));
+        command.args(args).envs(self.env.iter().cloned());
+        command
+    }
+
+    /// `SELECT count(*) FROM dump`; `None` when the command fails (no dataset yet).
+    fn count(&self) -> Option<u64> {
+        let query = ["sql", &self.dst, "-c", "SELECT count(*) AS n FROM dump", "--format", "csv", "-q"];
+        let out = self.command(query).output().expect("sql runs");
+        if !out.status.success() {
+            return None;
+        }
+        String::from_utf8_lossy(&out.stdout).lines().nth(1)?.parse().ok()
+    }
+}
 
 #[test]
 fn one_import_per_rank_at_once_and_readers_see_whole_units() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let src = tmp.path().join("tree");
+    let dst = tmp.path().join("lake").to_string_lossy().into_owned();
+    many_writers_one_dataset(tmp.path(), &Target { dst, env: Vec::new() });
+}
+
+#[test]
+fn one_import_per_rank_at_once_on_s3_and_readers_see_whole_units() {
+    let Some(moto) = Moto::start() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    many_writers_one_dataset(tmp.path(), &Target { dst: moto.url("concurrent"), env: moto.env() });
+}
+
+fn many_writers_one_dataset(tmp: &Path, target: &Target) {
     let ranks = RANKS.to_string();
     let args = ["--layout", "msprobe", "--steps", "1", "--layers", "24", "--ranks", ranks.as_str(), "-q"];
+    let src = tmp.join("tree");
     cli::ok([Path::new("synth"), &src].into_iter().map(Path::as_os_str).chain(args.iter().map(|a| a.as_ref())));
 
     // The leaves of one rank's unit (every rank runs the same ops on other tokens).
-    let one = tmp.path().join("one");
+    let one = tmp.join("one");
     cli::import(&src.join("step0/rank0"), &one);
-    let per_unit: u64 = count(&one).expect("a count");
+    let per_unit: u64 = Target { dst: one.to_string_lossy().into_owned(), env: Vec::new() }.count().expect("a count");
     assert!(per_unit > 0);
 
-    let dst = tmp.path().join("lake");
     let done = Arc::new(AtomicBool::new(false));
     let reader = {
-        let (dst, done) = (dst.clone(), Arc::clone(&done));
+        let (target, done) = (target.clone(), Arc::clone(&done));
         std::thread::spawn(move || {
             let (mut seen, mut failures) = (Vec::new(), 0);
             while !done.load(Ordering::SeqCst) {
-                match count(&dst) {
+                match target.count() {
                     Some(n) => seen.push(n),
                     // Before the first commit there is no dataset to query; after it, every
                     // query must succeed.
@@ -48,8 +87,9 @@ fn one_import_per_rank_at_once_and_readers_see_whole_units() {
         .map(|r| {
             // Staggered a little, so that the reader sees the units arrive one by one too.
             std::thread::sleep(std::time::Duration::from_millis(150));
-            Command::new(env!("CARGO_BIN_EXE_probelake"))
-                .args([Path::new("import"), &src.join(format!("step0/rank{r}")), &dst, Path::new("-q")])
+            let unit = src.join(format!("step0/rank{r}"));
+            target
+                .command([OsStr::new("import"), unit.as_os_str(), OsStr::new(&target.dst), OsStr::new("-q")])
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -72,19 +112,11 @@ fn one_import_per_rank_at_once_and_readers_see_whole_units() {
         );
     }
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "units disappeared while others committed: {seen:?}");
-    assert_eq!(count(&dst), Some(per_unit * RANKS as u64));
+    assert_eq!(target.count(), Some(per_unit * RANKS as u64));
 
-    let back = tmp.path().join("back");
-    cli::export(&dst, &back);
+    let back = tmp.join("back");
+    let out =
+        target.command([OsStr::new("export"), OsStr::new(&target.dst), back.as_os_str(), OsStr::new("-q")]).output();
+    assert!(out.expect("export runs").status.success());
     assert_same_tree(&src, &back);
-}
-
-/// `SELECT count(*) FROM dump` through the CLI; `None` when the command fails (no dataset yet).
-fn count(dst: &Path) -> Option<u64> {
-    let dst = dst.to_string_lossy().into_owned();
-    let out = cli::probelake(["sql", &dst, "-c", "SELECT count(*) AS n FROM dump", "--format", "csv", "-q"]);
-    if !out.status.success() {
-        return None;
-    }
-    String::from_utf8_lossy(&out.stdout).lines().nth(1)?.parse().ok()
 }

@@ -98,14 +98,3 @@ pub fn assert_committed_units_whole(ds: &Path) -> Vec<probelake::format::CommitR
     assert_eq!(counted, Some(leaves.to_string()), "sql sees exactly the committed rows");
     units
 }
-
-/// A snapshot of every file below `dir` (path and contents), for "unchanged" checks.
-pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    files_below(dir)
-        .into_iter()
-        .map(|rel| {
-            let bytes = std::fs::read(dir.join(&rel)).unwrap_or_default();
-            (rel, bytes)
-        })
-        .collect()
-}

@@ -1,9 +1,11 @@
 //! Writing query results as a table, CSV, JSON, NDJSON or Parquet.
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
+use probelake_format::output_tree::OutputTree;
 use probelake_query::datafusion::arrow::csv::WriterBuilder;
 use probelake_query::datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
 use probelake_query::datafusion::arrow::record_batch::RecordBatch;
@@ -21,6 +23,33 @@ pub async fn collect_keeping_schema(session: &RunSession, sql: &str) -> anyhow::
         batches.push(RecordBatch::new_empty(schema));
     }
     Ok(batches)
+}
+
+/// Writes `batches` to the file `path` whole or not at all: rendered in memory, then written
+/// to a temporary file beside `path` and renamed over it, so a full disk or a killed process
+/// never leaves half a result behind. A path that exists and is not a regular file (a FIFO,
+/// `/dev/stdout`) is written to directly: renaming over it would replace the device.
+pub fn write_batches_to_file(path: &Path, batches: &[RecordBatch], format: OutputFormat) -> anyhow::Result<()> {
+    let mut bytes = Vec::new();
+    write_batches(&mut bytes, batches, format, 0)?;
+    let is_special = std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    if is_special {
+        return std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()));
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        bail!("{}: not a file path; pass -o FILE", path.display());
+    };
+    let mut tree = OutputTree::new(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }, true);
+    match tree.write(Path::new(name), &bytes) {
+        Ok(()) => {
+            tree.finish();
+            Ok(())
+        }
+        Err(e) => {
+            tree.rollback();
+            Err(e).with_context(|| format!("writing {}", path.display()))
+        }
+    }
 }
 
 /// How results are printed.

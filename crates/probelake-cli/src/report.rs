@@ -118,8 +118,23 @@ fn hint(err: &anyhow::Error) -> Option<String> {
             "--layout msprobe|verl|single and --step/--stage/--rank set what the folder names do not say".into()
         }
         FormatError::Exists { .. } => "choose an empty folder, or add --force".into(),
-        FormatError::Corrupt { .. } => "re-import the run; `probelake info` shows which units are readable".into(),
+        FormatError::Corrupt { location, message } => corrupt_hint(location, message)?.into(),
         _ => return None,
+    })
+}
+
+/// What to do about a damaged part of a dataset, which depends on the part.
+fn corrupt_hint(location: &str, message: &str) -> Option<&'static str> {
+    Some(if message.contains("upgrade probelake") || message.contains("no probelake dataset here") {
+        // The message already says what to do.
+        return None;
+    } else if location.ends_with("_probelake/manifest.json") {
+        "the dataset's manifest is damaged; import the run again into a new folder"
+    } else if location.contains("_probelake/commits/") {
+        "move this commit record out of the dataset to drop its unit (the unit's files become \
+         vacuumable), then import that unit again; the other units are untouched"
+    } else {
+        "import the unit again (`probelake import SRC DST` replaces it whole); other units are untouched"
     })
 }
 

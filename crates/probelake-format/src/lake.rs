@@ -328,6 +328,18 @@ impl Lake {
         Ok(PendingCommit { record, replaced })
     }
 
+    /// Checks, before anything is written, that `units` can be committed here: the manifest
+    /// (if any) and the records the commits would replace are readable. A writer that finds
+    /// out only at commit time has already stored its data files.
+    pub async fn check_writable<'u>(&self, units: impl IntoIterator<Item = &'u Unit>) -> Result<()> {
+        self.manifest().await?;
+        futures::stream::iter(units)
+            .map(|unit| async move { self.read_record(&unit.commit_path(&self.root)).await })
+            .buffer_unordered(16)
+            .try_for_each(|_| async { Ok(()) })
+            .await
+    }
+
     async fn put_record(&self, path: &Path, record: &CommitRecord) -> Result<()> {
         let body = serde_json::to_vec_pretty(record).map_err(|e| FormatError::Internal(e.to_string()))?;
         self.store.put(path, PutPayload::from(body)).await.map_err(|e| FormatError::store(self.location(path), e))?;
@@ -390,34 +402,30 @@ impl Lake {
     }
 
     async fn ensure_manifest(&self) -> Result<()> {
-        let path = child(&self.root, MANIFEST_FILE);
-        match self.store.head(&path).await {
-            Ok(_) => Ok(()),
-            Err(object_store::Error::NotFound { .. }) => {
-                // Before the manifest, so that every dataset with a manifest has them.
-                for table in Table::ALL {
-                    let path = child(&self.root, &crate::readers::reader_schema_path(table));
-                    let body = crate::readers::encode_reader_schema(table)?;
-                    self.store
-                        .put(&path, PutPayload::from(body))
-                        .await
-                        .map_err(|e| FormatError::store(self.location(&path), e))?;
-                }
-                let manifest = Manifest {
-                    format: "probelake".into(),
-                    format_version: FORMAT_VERSION,
-                    created_by: format!("probelake {}", env!("CARGO_PKG_VERSION")),
-                    tables: Table::ALL.to_vec(),
-                };
-                let body = serde_json::to_vec_pretty(&manifest).map_err(|e| FormatError::Internal(e.to_string()))?;
-                self.store
-                    .put(&path, PutPayload::from(body))
-                    .await
-                    .map_err(|e| FormatError::store(self.location(&path), e))?;
-                Ok(())
-            }
-            Err(e) => Err(FormatError::store(self.location(&path), e)),
+        // Read, not only looked for: committing into a dataset whose manifest is damaged (or
+        // from a newer probelake) would hide the damage behind a successful import.
+        if self.manifest().await?.is_some() {
+            return Ok(());
         }
+        let path = child(&self.root, MANIFEST_FILE);
+        // Before the manifest, so that every dataset with a manifest has them.
+        for table in Table::ALL {
+            let path = child(&self.root, &crate::readers::reader_schema_path(table));
+            let body = crate::readers::encode_reader_schema(table)?;
+            self.store
+                .put(&path, PutPayload::from(body))
+                .await
+                .map_err(|e| FormatError::store(self.location(&path), e))?;
+        }
+        let manifest = Manifest {
+            format: "probelake".into(),
+            format_version: FORMAT_VERSION,
+            created_by: format!("probelake {}", env!("CARGO_PKG_VERSION")),
+            tables: Table::ALL.to_vec(),
+        };
+        let body = serde_json::to_vec_pretty(&manifest).map_err(|e| FormatError::Internal(e.to_string()))?;
+        self.store.put(&path, PutPayload::from(body)).await.map_err(|e| FormatError::store(self.location(&path), e))?;
+        Ok(())
     }
 
     /// Reads the manifest; `None` when the root holds no dataset.

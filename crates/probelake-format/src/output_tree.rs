@@ -59,7 +59,12 @@ impl OutputTree {
                     .into(),
             });
         }
-        let exists = std::fs::symlink_metadata(&path).is_ok();
+        let existing = std::fs::symlink_metadata(&path).ok();
+        if existing.as_ref().is_some_and(|m| m.is_dir()) {
+            // Overwriting replaces files, never a folder and what is in it.
+            return Err(FormatError::Layout { path, message: "is a folder; give a file name".into() });
+        }
+        let exists = existing.is_some();
         if exists && !self.overwrite {
             return Err(FormatError::Exists { path });
         }

@@ -66,8 +66,8 @@ fn append_ext(stem: &Path, ext: &str) -> PathBuf {
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let io = |source| PlotError::Io { path: path.to_path_buf(), source };
     let tmp = append_ext(path, "part");
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    // A failed write (a full disk) must not leave the partial file behind either.
+    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         io(e)
     })?;

@@ -47,7 +47,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 std::fs::remove_dir_all(d).with_context(|| format!("clearing {}", d.display()))?;
             }
         }
-        let made = write_run(&spec, &src).with_context(|| format!("writing the {name} run"))?;
+        let made = write_run(&spec, &src).inspect_err(|_| super::synth::remove_partial_tree(&src, false));
+        let made = made.with_context(|| format!("writing the {name} run"))?;
         println!(
             "  wrote {:<8} {} msprobe files, {} entries, {} leaves, {}  -> {}",
             name,

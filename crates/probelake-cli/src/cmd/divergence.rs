@@ -11,7 +11,7 @@ use probelake_query::{Run, RunSession};
 
 use super::compare::open_run;
 use super::Context;
-use crate::output::{collect_keeping_schema, write_batches, OutputFormat};
+use crate::output::{collect_keeping_schema, write_batches, write_batches_to_file, OutputFormat};
 
 /// The canned query; `probelake divergence` is this query with a threshold and module chains.
 const FIRST_DIVERGENCE: &str = include_str!("../../../../sql/first_divergence.sql");
@@ -70,8 +70,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     }
     match &args.output {
         Some(path) => {
-            let mut file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-            write_batches(&mut file, &with_chain, args.format, 0)?;
+            write_batches_to_file(path, &with_chain, args.format)?;
         }
         None => write_batches(&mut std::io::stdout().lock(), &with_chain, args.format, 0)?,
     }

@@ -9,7 +9,7 @@ use probelake_query::datafusion::arrow::record_batch::RecordBatch;
 use probelake_query::{Run, RunSession};
 
 use super::Context;
-use crate::output::{collect_keeping_schema, write_batches, OutputFormat};
+use crate::output::{collect_keeping_schema, write_batches, write_batches_to_file, OutputFormat};
 use probelake_format::StorageOptions;
 
 use crate::uri::open_existing;
@@ -113,8 +113,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(path) = &args.output {
-        let mut file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        write_batches(&mut file, &results, args.format, 0)?;
+        write_batches_to_file(path, &results, args.format)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -120,10 +120,18 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     ctx.note(&format!("writing about {} into {}", human_bytes(estimate), args.output.display()));
     let started = std::time::Instant::now();
     let out = args.output.clone();
-    let report = tokio::task::spawn_blocking(move || write_run(&spec, &out))
-        .await
-        .context("the synthesizer thread failed")?
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    let existed = args.output.exists();
+    let written = tokio::task::spawn_blocking(move || write_run(&spec, &out)).await;
+    let report = match written {
+        Ok(Ok(report)) => report,
+        failed => {
+            // Half a tree would import as a smaller run without a word; leave none.
+            remove_partial_tree(&args.output, existed);
+            failed
+                .context("the synthesizer thread failed")?
+                .with_context(|| format!("writing {}", args.output.display()))?
+        }
+    };
     println!(
         "{}: {} files, {} entries, {} leaves, {} in {:.1}s",
         args.output.display(),
@@ -166,5 +174,22 @@ mod tests {
         assert!(spec(&["out", "--layers", "0"]).is_err());
         assert!(spec(&["out", "--steps", "0"]).is_err());
         Ok(())
+    }
+}
+
+/// Removes what a failed write put in `dir`: the folder itself when this run created it, its
+/// contents when it was an empty folder before (checked above). Best effort.
+pub(crate) fn remove_partial_tree(dir: &std::path::Path, existed: bool) {
+    if !existed {
+        let _ = std::fs::remove_dir_all(dir);
+        return;
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
     }
 }

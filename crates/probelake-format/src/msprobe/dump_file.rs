@@ -98,6 +98,9 @@ fn schema_error(offset: usize, path: String, message: impl Into<String>) -> Code
     CodecError::Schema { file: Default::default(), offset, path, message: message.into() }
 }
 
+/// The longest entry name (a key of `data`) taken.
+pub const MAX_ENTRY_NAME_BYTES: usize = 64 * 1024;
+
 /// Takes a dump.json / debug.json apart. `doc` must come from [`parse`] of the file's bytes.
 pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Result<ParsedDump<'a>, CodecError> {
     take_apart_source(doc, &[], kind, layout)
@@ -184,6 +187,19 @@ pub fn take_apart_source<'a>(
         let Value::Object(entries) = &data.value else { continue };
         skeleton.push(b'{');
         for (seq, (name, entry)) in entries.iter().enumerate() {
+            if name.len() > MAX_ENTRY_NAME_BYTES {
+                // Every leaf row repeats its entry's name: a huge name costs memory many times
+                // its size, for a name no msprobe run writes.
+                let head: String = name.chars().take(40).collect();
+                return Err(schema_error(
+                    entry.pos,
+                    format!("$.data[{head:?}…]"),
+                    format!(
+                        "an entry name of {} bytes; msprobe's names are a few hundred bytes, probelake takes up to {MAX_ENTRY_NAME_BYTES}",
+                        name.len()
+                    ),
+                ));
+            }
             if !seen.insert(name.as_ref()) {
                 return Err(schema_error(
                     entry.pos,

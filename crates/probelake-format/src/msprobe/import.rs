@@ -63,6 +63,7 @@ pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: 
             _ => units.push((dir.unit.clone(), vec![dir])),
         }
     }
+    lake.check_writable(units.iter().map(|(unit, _)| unit)).await?;
     let total: u64 = dirs.iter().map(dir_bytes).sum();
     progress.start(total, units.len());
 

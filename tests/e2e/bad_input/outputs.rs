@@ -1,0 +1,95 @@
+//! Every command that writes, on a full disk and with impossible output paths: a clear error,
+//! and no half-written file, folder or dataset left behind.
+//!
+//! The full disk is a file-size limit (`ulimit -f`, RLIMIT_FSIZE): the write fails with EFBIG
+//! as it would with ENOSPC on a full tmpfs, and it needs no mount privileges in CI.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{assert_clear_error, assert_refused, assert_unchanged, os, run_command, state};
+use crate::cli;
+
+/// Runs `probelake ARGS` in `cwd` with files limited to `kib` KiB.
+fn run_limited(cwd: &Path, kib: u32, args: &[&str]) -> std::process::Output {
+    let script = format!("ulimit -f {kib} && exec \"$0\" \"$@\"");
+    run_command(
+        Command::new("sh").arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_probelake")).args(args).current_dir(cwd),
+    )
+}
+
+/// A sandbox with the tree `src` (two units) and its dataset `ds`.
+fn sandbox() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let synth = ["synth", "src", "--layout", "msprobe", "--steps", "1", "--ranks", "2", "--layers", "2", "-q"];
+    assert!(super::run_in(root, synth).status.success());
+    cli::import(&root.join("src"), &root.join("ds"));
+    tmp
+}
+
+#[test]
+fn a_full_disk_fails_every_writing_command_cleanly() {
+    let tmp = sandbox();
+    let root = tmp.path();
+    let writers: [&[&str]; 11] = [
+        &["import", "src", "new-ds"],
+        &["import", "src", "ds"],
+        &["export", "ds", "out"],
+        &["compare", "ds", "ds", "-o", "out"],
+        &["compare", "ds", "ds", "-o", "out", "--xlsx"],
+        &["compare", "ds", "ds", "-o", "out", "--format", "parquet"],
+        &["sql", "ds", "-c", "SELECT name, max FROM dump", "--format", "csv", "-o", "out.csv"],
+        // Its result (no divergence) is smaller than the limit; a limit of 0 fails any write.
+        &["divergence", "ds", "ds", "--threshold", "0", "--format", "json", "-o", "out.json", "--", "0"],
+        &["plot", "divergence", "ds", "ds", "-o", "out"],
+        &["synth", "out", "--layers", "2"],
+        &["demo", "out"],
+    ];
+    for args in writers {
+        let before = state(root);
+        let (args, kib) = match args {
+            [args @ .., "--", kib] => (args, kib.parse().expect("a size")),
+            _ => (args, 4),
+        };
+        let what = format!("full disk ({kib} KiB): probelake {}", args.join(" "));
+        let out = run_limited(root, kib, args);
+        let after = state(root);
+        if args[0] == "demo" {
+            // The demo clears and refills its own folder; on failure it may leave that empty.
+            assert_clear_error(&what, &out, &["too large"]);
+            let left: Vec<_> = after.iter().filter(|(p, _)| p.starts_with("out")).collect();
+            assert!(left.iter().all(|(_, e)| *e == super::Entry::Folder), "{what}: left {left:?}");
+            let _ = std::fs::remove_dir_all(root.join("out"));
+            continue;
+        }
+        assert_clear_error(&what, &out, &["too large"]);
+        assert_unchanged(&what, &before, &after);
+    }
+}
+
+#[test]
+fn impossible_output_paths_are_refused_before_anything_is_written() {
+    let tmp = sandbox();
+    let root = tmp.path();
+    std::fs::write(root.join("a-file"), b"x").expect("write");
+    std::os::unix::fs::symlink("loop", root.join("loop")).expect("link");
+    let full = root.join("full");
+    cli::export(&root.join("ds"), &full);
+    let cases: [(&[&str], &[&str]); 10] = [
+        (&["export", "ds", "a-file"], &["a-file"]),
+        (&["export", "ds", "a-file/below"], &["a-file"]),
+        (&["export", "ds", "loop/below"], &["loop"]),
+        // A folder that already holds the tree: nothing is overwritten without --force.
+        (&["export", "ds", "full"], &["already exists", "--force"]),
+        (&["compare", "ds", "ds", "-o", "a-file"], &["a-file"]),
+        (&["sql", "ds", "-c", "SELECT 1", "--format", "csv", "-o", "a-file/x.csv"], &["a-file"]),
+        (&["sql", "ds", "-c", "SELECT 1", "--format", "csv", "-o", "src"], &["src"]),
+        (&["divergence", "ds", "ds", "--format", "csv", "-o", "loop/x.csv"], &["loop"]),
+        (&["plot", "divergence", "ds", "ds", "-o", "a-file/x"], &["a-file"]),
+        (&["synth", "src"], &["not empty"]),
+    ];
+    for (args, expect) in cases {
+        assert_refused(root, &os(args), expect);
+    }
+}
