@@ -384,7 +384,9 @@ mod tests {
             state ^= state << 17;
             state
         };
-        let mut values = vec![23.6343536376953125, 1e-4, 9.999999999999999e-5, 1e16, 9999999999999998.0, 5e-324];
+        // 23.6343536376953125 is exactly halfway between two 16-digit decimals.
+        let tie: f64 = "23.6343536376953125".parse().unwrap();
+        let mut values = vec![tie, 1e-4, 9.999999999999999e-5, 1e16, 9999999999999998.0, 5e-324];
         for _ in 0..20_000 {
             let r = next();
             values.push(f64::from_bits(r));
