@@ -155,8 +155,14 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         ModeArg::Md5 => Some(CompareMode::Md5),
         ModeArg::Tensor => Some(CompareMode::Tensor),
     };
-    let target = open_run(&args.target, "target", &ctx.storage).await?;
-    let golden = open_run(&args.golden, "golden", &ctx.storage).await?;
+    // Importing dump files keeps a core busy per side: both sides at once.
+    let open = |arg: &str, what: &'static str| {
+        let (arg, storage) = (arg.to_owned(), ctx.storage.clone());
+        tokio::spawn(async move { open_run(&arg, what, &storage).await })
+    };
+    let (target, golden) = (open(&args.target, "target"), open(&args.golden, "golden"));
+    let (target, golden) =
+        (target.await.context("opening the target")??, golden.await.context("opening the golden run")??);
     let (t_units, g_units) = (target.lake.units().await?, golden.lake.units().await?);
     let select = |u: &Unit| {
         args.step.is_none_or(|s| s == u.step)

@@ -14,6 +14,7 @@
 
 mod columns;
 mod csv;
+mod leaf_side;
 mod load;
 mod md5;
 mod plan;
@@ -246,43 +247,47 @@ fn build_rows(
     ttensors: &HashMap<String, std::sync::Arc<load::TensorData>>,
     gtensors: &HashMap<String, std::sync::Arc<load::TensorData>>,
 ) -> Vec<Vec<String>> {
-    let na = || "N/A".to_owned();
+    const NA: &str = "N/A";
     let mut rule_rows = Vec::with_capacity(matched.len());
     let mut cells: Vec<Vec<String>> = Vec::with_capacity(matched.len());
     let mut last_key: Option<&str> = None;
     let npu_floats = columns::float_columns(matched.iter().map(|(n, _)| Some(&n.stats)));
     let bench_floats = columns::float_columns(matched.iter().map(|(_, b)| b.as_ref().map(|b| &b.stats)));
+    let width = header(mode, true).len();
     for (n, b) in matched {
         let b = b.as_ref();
         let n_stats = columns::as_table(&n.stats, npu_floats);
         let b_stats = b.map(|b| columns::as_table(&b.stats, bench_floats));
-        let bench_name = b.map_or_else(na, |b| b.name.clone());
-        let dtypes = [n.dtype.clone().unwrap_or_else(na), b.and_then(|b| b.dtype.clone()).unwrap_or_else(na)];
-        let shapes = [n.shape.clone().unwrap_or_else(na), b.and_then(|b| b.shape.clone()).unwrap_or_else(na)];
-        let rg = [n.requires_grad_cell().to_owned(), b.map_or_else(na, |b| b.requires_grad_cell().to_owned())];
-        let mut row = vec![n.name.clone(), bench_name.clone()];
-        row.extend([dtypes[0].clone(), dtypes[1].clone(), shapes[0].clone(), shapes[1].clone()]);
-        row.extend([rg[0].clone(), rg[1].clone()]);
-        let stat_cells = |s: Option<&[PyVal; 4]>| -> Vec<String> {
-            s.map_or_else(|| vec![na(); 4], |s| s.iter().map(PyVal::cell).collect())
+        let bench_name = b.map_or(NA, |b| b.name.as_str());
+        let dtypes = [n.dtype.as_deref().unwrap_or(NA), b.and_then(|b| b.dtype.as_deref()).unwrap_or(NA)];
+        let shapes = [n.shape.as_deref().unwrap_or(NA), b.and_then(|b| b.shape.as_deref()).unwrap_or(NA)];
+        let rg = [n.requires_grad_cell(), b.map_or(NA, Side::requires_grad_cell)];
+        let mut row = Vec::with_capacity(width);
+        row.extend(
+            [n.name.as_str(), bench_name, dtypes[0], dtypes[1], shapes[0], shapes[1], rg[0], rg[1]].map(str::to_owned),
+        );
+        let stat_cells = |row: &mut Vec<String>, s: Option<&[PyVal; 4]>| match s {
+            Some(s) => row.extend(s.iter().map(PyVal::cell)),
+            None => row.extend(std::iter::repeat_n(NA, 4).map(str::to_owned)),
         };
-        let mut norm_rel = Cv::Text("N/A".into());
-        let mut thousandth = Cv::Text("N/A".into());
-        let mut cosine = Cv::Text("N/A".into());
-        let mut md5 = [na(), na()];
+        let mut norm_rel = Cv::Text(NA.into());
+        let mut thousandth = Cv::Text(NA.into());
+        let mut cosine = Cv::Text(NA.into());
+        let mut md5 = [NA, NA];
         match mode {
             CompareMode::Statistics => {
-                let pairs: Vec<(String, String)> =
-                    (0..4).map(|i| stats::stat_cells(&n_stats[i], b_stats.as_ref().map(|b| &b[i]))).collect();
-                row.extend(pairs.iter().map(|p| p.0.clone()));
-                row.extend(pairs.iter().map(|p| p.1.clone()));
+                let pairs: [(String, String); 4] =
+                    std::array::from_fn(|i| stats::stat_cells(&n_stats[i], b_stats.as_ref().map(|b| &b[i])));
                 norm_rel = Cv::Text(pairs[3].1.clone());
-                row.extend(stat_cells(Some(&n_stats)));
-                row.extend(stat_cells(b_stats.as_ref()));
+                let (diffs, rels): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
+                row.extend(diffs);
+                row.extend(rels);
+                stat_cells(&mut row, Some(&n_stats));
+                stat_cells(&mut row, b_stats.as_ref());
             }
             CompareMode::Md5 => {
                 md5 = md5::md5_cells(n, b);
-                row.extend(md5.iter().cloned());
+                row.extend(md5.map(str::to_owned));
             }
             CompareMode::Tensor => {
                 let tn = (n.data_name != "-1").then(|| ttensors.get(&n.data_name)).flatten();
@@ -291,25 +296,25 @@ fn build_rows(
                 cosine = cv_of_metric(&m[0]);
                 thousandth = cv_of_metric(&m[4]);
                 row.extend(m.iter().map(Metric::cell));
-                row.extend(stat_cells(Some(&n_stats)));
-                row.extend(stat_cells(b_stats.as_ref()));
+                stat_cells(&mut row, Some(&n_stats));
+                stat_cells(&mut row, b_stats.as_ref());
             }
         }
         row.push(if rg[0] == rg[1] { "True" } else { "False" }.to_owned());
+        let [n_max, n_min, ..] = n_stats;
+        let (b_max, b_min) = match b_stats {
+            Some([max, min, ..]) => (Some(max), Some(min)),
+            None => (None, None),
+        };
         rule_rows.push(RuleRow {
-            key: n.key.clone(),
-            npu_name: n.name.clone(),
+            key: &n.key,
+            npu_name: &n.name,
             matched: b.is_some(),
             bench_name,
             dtypes,
             shapes,
             requires_grad: rg,
-            extremes: [
-                Some(n_stats[0].clone()),
-                Some(n_stats[1].clone()),
-                b_stats.as_ref().map(|b| b[0].clone()),
-                b_stats.as_ref().map(|b| b[1].clone()),
-            ],
+            extremes: [Some(n_max), Some(n_min), b_max, b_min],
             norm_rel,
             thousandth,
             cosine,
@@ -322,11 +327,10 @@ fn build_rows(
         last_key = Some(n.key.as_str());
         row.push(match (first_of_key, npu_file.stacks.get(&n.key)) {
             (true, Some(frames)) => py_str_list(frames),
-            _ => na(),
+            _ => NA.to_owned(),
         });
         if mode == CompareMode::Tensor {
-            let bench_dn = b.map_or_else(na, |b| b.data_name.clone());
-            row.push(py_str_list(&[n.data_name.as_str(), bench_dn.as_str()]));
+            row.push(py_str_list(&[n.data_name.as_str(), b.map_or(NA, |b| b.data_name.as_str())]));
         }
         cells.push(row);
     }

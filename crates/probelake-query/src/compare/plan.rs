@@ -1,6 +1,7 @@
 //! The DataFusion plan of a comparison: both sides' leaves of a unit, their join keys (with
 //! msprobe's backward renumbering), the LEFT JOIN NPU → bench with the dtype gate, in msprobe's
-//! row order. Per-row rules are the `msprobe_*` SQL functions of `crate::udf`.
+//! row order. Per-row rules are the `msprobe_*` SQL functions of `crate::udf`; each side's leaf
+//! comes out as its typed `dump` columns, which `leaf_side` reads the cells from.
 
 use std::collections::HashMap;
 
@@ -9,8 +10,9 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use probelake_format::{Lake, Unit};
 
+use super::leaf_side::{side_of_leaf, LeafArrays, LEAF_COLUMNS};
 use super::load::FileKey;
-use super::rows::{side_of, Side};
+use super::rows::Side;
 use super::CompareError;
 use crate::session::{Run, RunSession};
 
@@ -24,11 +26,37 @@ fn unit_filter(alias: &str, unit: &Unit) -> String {
     )
 }
 
+/// The `dump` columns a leaf's JSON is rebuilt from, as `msprobe_leaf_json`'s arguments.
+const LEAF_JSON: &str =
+    "msprobe_leaf_json(kind, dtype, shape, max, min, mean, norm, requires_grad, md5, data_name, value, raw)";
+
+/// The dtype cell of a leaf (`msprobe_compare_dtype`). A tensor leaf stored without `raw`
+/// renders its `dtype` column as it is, so only the other leaves need their JSON rebuilt and
+/// read (a CASE branch is evaluated on the rows that reach it only).
+fn dtype_cell() -> String {
+    format!(
+        "CASE WHEN raw IS NULL AND kind IS NOT NULL AND dtype IS NOT NULL THEN dtype
+                ELSE msprobe_compare_dtype(item, name, {LEAF_JSON}) END"
+    )
+}
+
+/// Whether a leaf has an `md5` field (`msprobe_leaf_has_md5`). A leaf stored without `raw` is
+/// rendered with its `md5` column when it is a tensor (a dtype or a shape) and without one when
+/// it is a scalar (`type` and `value` only).
+fn has_md5() -> String {
+    format!(
+        "CASE WHEN raw IS NULL AND kind IS NOT NULL THEN md5 IS NOT NULL AND (dtype IS NOT NULL OR shape IS NOT NULL)
+                ELSE msprobe_leaf_has_md5({LEAF_JSON}) END"
+    )
+}
+
 /// The common table expressions of one side (`t` over schema `target`, `g` over `golden`):
-/// `{p}_files` numbers the unit's dump files (msprobe pairs them by position), `{p}_keyed`
-/// holds one row per compared leaf with its join key, state, dtype cell and JSON text.
+/// `{p}_files` numbers the unit's dump files (msprobe pairs them by position), `{p}_leaves`
+/// holds one row per compared leaf with its state and `dump` columns, `{p}_keyed` adds its
+/// join key and dtype cell.
 fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
     let (f, d) = (unit_filter("s", unit), unit_filter("d", unit));
+    let dtype = dtype_cell();
     format!(
         "{p}_files AS (
     SELECT inner_step, pid,
@@ -40,8 +68,8 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
     SELECT f.file_no, d.seq, d.leaf, d.name, d.item,
            msprobe_compare_state(d.name, d.section) AS state,
            msprobe_backward_group(d.name) AS backward_group,
-           msprobe_leaf_json(d.kind, d.dtype, d.shape, d.max, d.min, d.mean, d.norm, d.requires_grad,
-                             d.md5, d.data_name, d.value, d.raw) AS leaf_json
+           d.kind, d.dtype, d.shape, d.max, d.min, d.mean, d.norm, d.requires_grad,
+           d.md5, d.data_name, d.value, d.raw
     FROM {schema}.dump d
     JOIN {p}_files f ON (d.inner_step IS NOT DISTINCT FROM f.inner_step) AND (d.pid IS NOT DISTINCT FROM f.pid)
     WHERE {d} AND msprobe_compare_state(d.name, d.section) IS NOT NULL
@@ -53,8 +81,7 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
 ),
 {p}_keyed AS (
     SELECT *, msprobe_compare_key(name, item, backward_order) AS cmp_key,
-           msprobe_compare_dtype(item, name, leaf_json) AS cmp_dtype,
-           msprobe_leaf_has_md5(leaf_json) AS has_md5
+           {dtype} AS cmp_dtype
     FROM {p}_ranked
 )"
     )
@@ -63,15 +90,21 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
 const TORCH_FLOATS: &str = "('torch.float16', 'torch.float32', 'torch.float64', 'torch.bfloat16')";
 const MS_FLOATS: &str = "('Float16', 'Float32', 'Float64', 'BFloat16')";
 
+/// The leaf columns of both sides, `t_kind, …, g_raw`.
+fn leaf_select() -> String {
+    let side = |p: &str| LEAF_COLUMNS.map(|c| format!("{p}.{c} AS {p}_{c}")).join(", ");
+    format!("{}, {}", side("t"), side("g"))
+}
+
 /// The SQL of the comparison of `t` (schema `target`) with `g` (schema `golden`): one row per
 /// compare row, in msprobe's order (target parse order, then bench parse order among several
-/// matches), with `matched` false where there is no bench row or the dtype gate refuses it.
+/// matches), with `matched` false where there is no bench row or the dtype gate refuses it, and
+/// each side's leaf as its `dump` columns (`t_kind` … `g_raw`).
 pub fn compare_sql(t: &Unit, g: &Unit) -> String {
     format!(
         "WITH {},
 {}
-SELECT t.file_no, t.name AS t_name, t.item AS t_item, t.leaf_json AS t_json,
-       g.name AS g_name, g.item AS g_item, g.leaf_json AS g_json,
+SELECT t.file_no, t.name AS t_name, t.item AS t_item, g.name AS g_name, g.item AS g_item, {},
        g.item IS NOT NULL AND ((t.cmp_dtype IS NOT DISTINCT FROM g.cmp_dtype)
            OR (t.cmp_dtype IN {TORCH_FLOATS} AND g.cmp_dtype IN {TORCH_FLOATS})
            OR (t.cmp_dtype IN {MS_FLOATS} AND g.cmp_dtype IN {MS_FLOATS})) AS matched
@@ -79,17 +112,19 @@ FROM t_keyed t
 LEFT JOIN g_keyed g ON t.file_no = g.file_no AND t.cmp_key = g.cmp_key
 ORDER BY t.file_no, t.seq, t.state, t.leaf, g.seq, g.state, g.leaf",
         side_ctes("t", "target", t),
-        side_ctes("g", "golden", g)
+        side_ctes("g", "golden", g),
+        leaf_select()
     )
 }
 
 /// The SQL listing each side's dump files in pairing order, and whether any compared leaf of
 /// the file has an md5 field (md5 mode).
 fn files_sql(t: &Unit, g: &Unit) -> String {
+    let md5 = has_md5();
     let side = |p: &str, name: &str| {
         format!(
-            "SELECT '{name}' AS side, f.file_no, f.inner_step, f.pid, coalesce(bool_or(k.has_md5), false) AS has_md5
-FROM {p}_files f LEFT JOIN {p}_keyed k ON k.file_no = f.file_no
+            "SELECT '{name}' AS side, f.file_no, f.inner_step, f.pid, coalesce(bool_or(l.has_md5), false) AS has_md5
+FROM {p}_files f LEFT JOIN (SELECT file_no, {md5} AS has_md5 FROM {p}_leaves) l ON l.file_no = f.file_no
 GROUP BY f.file_no, f.inner_step, f.pid"
         )
     };
@@ -171,19 +206,18 @@ pub(crate) async fn run_in(session: &RunSession, t: &Unit, g: &Unit) -> Result<P
     }
     for batch in session.collect(&compare_sql(t, g)).await? {
         let file_no = as_type(&batch, "file_no", &DataType::Int64)?;
-        let texts =
-            ["t_name", "t_item", "t_json", "g_name", "g_item", "g_json"].map(|c| as_type(&batch, c, &DataType::Utf8));
-        let [t_name, t_item, t_json, g_name, g_item, g_json] = texts;
-        let (t_name, t_item, t_json) = (t_name?, t_item?, t_json?);
-        let (g_name, g_item, g_json) = (g_name?, g_item?, g_json?);
+        let texts = ["t_name", "t_item", "g_name", "g_item"].map(|c| as_type(&batch, c, &DataType::Utf8));
+        let [t_name, t_item, g_name, g_item] = texts;
+        let (t_name, t_item, g_name, g_item) = (t_name?, t_item?, g_name?, g_item?);
+        let (t_leaf, g_leaf) = (LeafArrays::new(&batch, "t_")?, LeafArrays::new(&batch, "g_")?);
         let matched = as_type(&batch, "matched", &DataType::Boolean)?;
         let matched = matched.as_boolean();
         for i in 0..batch.num_rows() {
-            let side = |name: &ArrayRef, item: &ArrayRef, json: &ArrayRef| {
-                Some(side_of(opt_str(item, i)?, opt_str(name, i)?, opt_str(json, i)?))
-            };
-            let Some(npu) = side(&t_name, &t_item, &t_json) else { continue };
-            let bench = (matched.is_valid(i) && matched.value(i)).then(|| side(&g_name, &g_item, &g_json)).flatten();
+            let (Some(item), Some(name)) = (opt_str(&t_item, i), opt_str(&t_name, i)) else { continue };
+            let npu = side_of_leaf(item, name, &t_leaf.get(i));
+            let bench = (matched.is_valid(i) && matched.value(i))
+                .then(|| Some(side_of_leaf(opt_str(&g_item, i)?, opt_str(&g_name, i)?, &g_leaf.get(i))))
+                .flatten();
             out.rows.entry(opt_i64(&file_no, i).unwrap_or_default()).or_default().push((npu, bench));
         }
     }

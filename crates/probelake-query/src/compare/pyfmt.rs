@@ -112,53 +112,71 @@ fn number(tok: &str) -> PyVal {
 /// CPython's `repr(float)`: shortest round-trip digits, positional for decimal exponents in
 /// [-4, 16), scientific (`1e-05`, `2e+300`) otherwise.
 pub(crate) fn float_repr(x: f64) -> String {
+    let mut out = String::with_capacity(24);
+    push_float_repr(&mut out, x);
+    out
+}
+
+/// Appends CPython's `repr(float)` of `x` to `out`.
+///
+/// ryu gives the same shortest digits as CPython (the nearest of the shortest candidates, an
+/// exact tie to the even one) and nearly the same layout: it writes `1e-5` for `1e-05`, `1e16`
+/// for `1e+16`, and stays positional one decade lower (`0.00001`).
+pub(crate) fn push_float_repr(out: &mut String, x: f64) {
     if x.is_nan() {
-        return "nan".into();
+        out.push_str("nan");
+        return;
     }
     if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
+        return;
     }
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
-    }
-    // Rust's `{:e}` gives the shortest round-trip digit count, like CPython's repr; but on an
-    // exact tie between two candidates of that length it rounds half up where CPython takes
-    // the correctly rounded (half-even) one, so re-round at that length.
-    let shortest = format!("{:e}", x);
-    let n = shortest.split('e').next().unwrap_or_default().bytes().filter(u8::is_ascii_digit).count();
-    let even = format!("{:.*e}", n.saturating_sub(1), x);
-    let sci = if even.parse::<f64>().ok() == Some(x) { even } else { shortest };
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let neg = mant.starts_with('-');
-    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
-    let sign = if neg { "-" } else { "" };
-    if (-4..16).contains(&exp) {
-        let n = digits.len() as i32;
-        let body = if exp < 0 {
-            format!("0.{}{}", "0".repeat((-exp - 1) as usize), digits)
-        } else if exp + 1 >= n {
-            format!("{}{}.0", digits, "0".repeat((exp + 1 - n) as usize))
-        } else {
-            let (a, b) = digits.split_at((exp + 1) as usize);
-            format!("{a}.{b}")
-        };
-        format!("{sign}{body}")
-    } else {
+    let mut buf = ryu::Buffer::new();
+    let text = buf.format_finite(x);
+    let (sign, body) = text.split_at(usize::from(text.starts_with('-')));
+    if let Some(digits) = body.strip_prefix("0.0000") {
+        // ryu stays positional down to 1e-5, CPython only to 1e-4.
         let (first, rest) = digits.split_at(1);
-        let mant = if rest.is_empty() { first.to_string() } else { format!("{first}.{rest}") };
-        let esign = if exp < 0 { '-' } else { '+' };
-        format!("{sign}{mant}e{esign}{:02}", exp.abs())
+        out.push_str(sign);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push_str("e-05");
+        return;
+    }
+    match text.split_once('e') {
+        None => out.push_str(text),
+        Some((mantissa, exp)) => {
+            out.push_str(mantissa);
+            out.push('e');
+            let digits = match exp.strip_prefix('-') {
+                Some(d) => {
+                    out.push('-');
+                    d
+                }
+                None => {
+                    out.push('+');
+                    exp
+                }
+            };
+            if digits.len() < 2 {
+                out.push('0');
+            }
+            out.push_str(digits);
+        }
     }
 }
 
 /// A float as msprobe's CSV holds it: `repr`, with ` inf` / ` -inf` for infinities.
 pub(crate) fn float_cell(x: f64) -> String {
+    let mut out = String::with_capacity(24);
     if x.is_infinite() {
-        format!(" {}", float_repr(x))
-    } else {
-        float_repr(x)
+        out.push(' ');
     }
+    push_float_repr(&mut out, x);
+    out
 }
 
 /// Python's `float(text)`: surrounding whitespace, `inf`/`nan`/`infinity` in any case, `_`
@@ -187,10 +205,28 @@ pub(crate) fn py_float(text: &str) -> Option<f64> {
 
 /// Python's `repr(str)`.
 pub(crate) fn py_repr_str(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
+    push_repr_str(&mut out, s);
+    out
+}
+
+/// Appends Python's `repr(str)` of `s` to `out`.
+fn push_repr_str(out: &mut String, s: &str) {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     out.push(quote);
-    for c in s.chars() {
+    // Runs of characters that need no escape are copied whole.
+    let mut plain = 0;
+    for (at, c) in s.char_indices() {
+        let escape = match c {
+            '\\' | '\n' | '\r' | '\t' => true,
+            c if c == quote => true,
+            c => (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)),
+        };
+        if !escape {
+            continue;
+        }
+        out.push_str(&s[plain..at]);
+        plain = at + c.len_utf8();
         match c {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
@@ -200,19 +236,28 @@ pub(crate) fn py_repr_str(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if (0x80..0xa0).contains(&(c as u32)) => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
+            c => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
         }
     }
+    out.push_str(&s[plain..]);
     out.push(quote);
-    out
 }
 
 /// Python's `str(list_of_str)`: `['a', 'b']`.
 pub(crate) fn py_str_list<S: AsRef<str>>(items: &[S]) -> String {
-    let inner: Vec<String> = items.iter().map(|s| py_repr_str(s.as_ref())).collect();
-    format!("[{}]", inner.join(", "))
+    let mut out = String::with_capacity(2 + items.iter().map(|s| s.as_ref().len() + 4).sum::<usize>());
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_repr_str(&mut out, item.as_ref());
+    }
+    out.push(']');
+    out
 }
 
 /// Python's `str(list_of_int)`: `[2, 8]`.
@@ -300,11 +345,66 @@ mod tests {
         }
     }
 
+    /// The exact-formatting construction `float_repr` used before it went through `write_f64`:
+    /// Rust's shortest digits, re-rounded half-even at that length, laid out as CPython does.
+    fn slow_repr(x: f64) -> String {
+        let shortest = format!("{x:e}");
+        let n = shortest.split('e').next().unwrap_or_default().bytes().filter(u8::is_ascii_digit).count();
+        let even = format!("{:.*e}", n.saturating_sub(1), x);
+        let sci = if even.parse::<f64>().ok() == Some(x) { even } else { shortest };
+        let (mant, exp) = sci.split_once('e').unwrap();
+        let exp: i32 = exp.parse().unwrap();
+        let sign = if mant.starts_with('-') { "-" } else { "" };
+        let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
+        let n = digits.len() as i32;
+        if (-4..16).contains(&exp) {
+            if exp < 0 {
+                format!("{sign}0.{}{digits}", "0".repeat((-exp - 1) as usize))
+            } else if exp + 1 >= n {
+                format!("{sign}{digits}{}.0", "0".repeat((exp + 1 - n) as usize))
+            } else {
+                let (a, b) = digits.split_at((exp + 1) as usize);
+                format!("{sign}{a}.{b}")
+            }
+        } else {
+            let (first, rest) = digits.split_at(1);
+            let mant = if rest.is_empty() { first.to_string() } else { format!("{first}.{rest}") };
+            format!("{sign}{mant}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+        }
+    }
+
+    #[test]
+    fn repr_agrees_with_exact_formatting() {
+        // Random bit patterns (every exponent), values near the positional/scientific borders
+        // and float32 values widened to f64 (what dumps mostly hold), including exact ties.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // 23.6343536376953125 is exactly halfway between two 16-digit decimals.
+        let tie: f64 = "23.6343536376953125".parse().unwrap();
+        let mut values = vec![tie, 1e-4, 9.999999999999999e-5, 1e16, 9999999999999998.0, 5e-324];
+        for _ in 0..20_000 {
+            let r = next();
+            values.push(f64::from_bits(r));
+            values.push(f64::from(f32::from_bits(r as u32)));
+            values.push((r % 1_000_000) as f64 / 1024.0);
+        }
+        for x in values.into_iter().filter(|x| x.is_finite() && *x != 0.0) {
+            assert_eq!(float_repr(x), slow_repr(x), "{:e}", x);
+        }
+    }
+
     #[test]
     fn repr_str_quotes() {
         assert_eq!(py_repr_str("a'b"), "\"a'b\"");
         assert_eq!(py_repr_str("x\n y"), "'x\\n y'");
         assert_eq!(py_str_list(&["-1", "N/A"]), "['-1', 'N/A']");
+        assert_eq!(py_repr_str("é\u{1}\u{85}\u{7f}x\\"), "'é\\x01\\x85\\x7fx\\\\'");
+        assert_eq!(py_str_list::<&str>(&[]), "[]");
     }
 
     #[test]

@@ -117,11 +117,7 @@ pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
     }) {
         node = Some(t);
     }
-    let data_name = node
-        .and_then(|n| n.value.get("data_name"))
-        .and_then(|d| d.value.as_str())
-        .filter(|d| !d.is_empty())
-        .map_or_else(|| "-1".to_owned(), str::to_owned);
+    let data_name = node.and_then(|n| n.value.get("data_name")).and_then(|d| d.value.as_str());
     let base = Side {
         name: item.to_owned(),
         key: name.to_owned(),
@@ -130,7 +126,7 @@ pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
         requires_grad: None,
         stats: [PyVal::None, PyVal::None, PyVal::None, PyVal::None],
         md5: None,
-        data_name,
+        data_name: data_name_cell(data_name),
         has_md5: node.is_some_and(|n| n.value.get("md5").is_some()),
     };
     let Some(node) = node.filter(|n| matches!(n.value, Value::Object(_))) else { return base };
@@ -139,10 +135,9 @@ pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
         Value::Bool(b) => py_bool(*b).to_owned(),
         _ => py_str_node(v),
     });
-    let kind = get("type").and_then(|t| t.value.as_str()).unwrap_or_default().to_owned();
+    let kind = get("type").and_then(|t| t.value.as_str()).unwrap_or_default();
     let value = get("value");
     let md5_field = get("md5").and_then(|m| m.value.as_str()).filter(|m| !m.is_empty()).map(str::to_owned);
-    let value_md5 = || crc32_hex(value.map(py_str_node).unwrap_or_default().as_bytes());
     if let Some(dtype) = get("dtype") {
         let shape = get("shape").map(|s| match &s.value {
             Value::Array(items) => {
@@ -163,35 +158,63 @@ pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
             shape,
             requires_grad,
             stats,
-            md5: Some(md5_field.unwrap_or_else(value_md5)),
+            md5: Some(md5_field.unwrap_or_else(|| value_md5(value))),
             ..base
         };
     }
-    // Non-tensors get synthetic fields.
+    let synthetic = synthetic_fields(item, kind, value, get("group_ranks"));
+    Side {
+        dtype: Some(synthetic.dtype),
+        shape: Some(synthetic.shape),
+        requires_grad,
+        stats: synthetic.stats,
+        md5: Some(md5_field.or(synthetic.md5).unwrap_or_else(|| value_md5(value))),
+        ..base
+    }
+}
+
+/// The `Data_name` cell: the tensor file, `-1` when the leaf has none.
+pub(crate) fn data_name_cell(data_name: Option<&str>) -> String {
+    data_name.filter(|d| !d.is_empty()).map_or_else(|| "-1".to_owned(), str::to_owned)
+}
+
+/// msprobe's md5 of a leaf without an `md5` field: the CRC-32 of `str(value)`.
+fn value_md5(value: Option<&Node<'_>>) -> String {
+    crc32_hex(value.map(py_str_node).unwrap_or_default().as_bytes())
+}
+
+/// The cells msprobe makes up for a leaf that is not a tensor.
+pub(crate) struct Synthetic {
+    pub dtype: String,
+    pub shape: String,
+    pub stats: [PyVal; 4],
+    pub md5: Option<String>,
+}
+
+/// Synthetic dtype, shape, statistics and md5 of a non-tensor leaf of type `kind` (§4.2).
+pub(crate) fn synthetic_fields(
+    item: &str,
+    kind: &str,
+    value: Option<&Node<'_>>,
+    group_ranks: Option<&Node<'_>>,
+) -> Synthetic {
     let last_seg = item.rsplit('.').next().unwrap_or_default();
     let same4 = |v: PyVal| [v.clone(), v.clone(), v.clone(), v];
-    let (dtype, shape, stats, md5) = match kind.as_str() {
-        "torch.Size" => (kind.clone(), value.map(py_str_node).unwrap_or_default(), same4(PyVal::None), None),
-        "slice" => (kind.clone(), slice_shape(value), same4(PyVal::None), None),
-        "ellipsis" => (kind.clone(), "[]".into(), same4(PyVal::from_node(value)), None),
+    let (dtype, shape, stats, md5) = match kind {
+        "torch.Size" => (kind.to_owned(), value.map(py_str_node).unwrap_or_default(), same4(PyVal::None), None),
+        "slice" => (kind.to_owned(), slice_shape(value), same4(PyVal::None), None),
+        "ellipsis" => (kind.to_owned(), "[]".into(), same4(PyVal::from_node(value)), None),
         _ if matches!(last_seg, "src" | "dst" | "group_src" | "group_dst") => {
             let text = value.map(py_str_node).unwrap_or_else(|| "None".into());
-            (kind.clone(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
+            (kind.to_owned(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
         }
         "torch.ProcessGroup" => {
-            let text = get("group_ranks").map(py_str_node).unwrap_or_else(|| "None".into());
-            (kind.clone(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
+            let text = group_ranks.map(py_str_node).unwrap_or_else(|| "None".into());
+            (kind.to_owned(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
         }
         _ => (py_type_name(value).to_owned(), "[]".into(), same4(PyVal::from_node(value)), None),
     };
-    Side {
-        dtype: Some(dtype),
-        shape: Some(shape),
-        requires_grad,
-        stats,
-        md5: Some(md5_field.or(md5).unwrap_or_else(value_md5)),
-        ..base
-    }
+    Synthetic { dtype, shape, stats, md5 }
 }
 
 /// numpy's shape text of a slice value `[start, stop, step]`: `(3,)`.

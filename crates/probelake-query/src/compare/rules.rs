@@ -21,16 +21,16 @@ pub(crate) enum Cv {
     Text(String),
 }
 
-/// What the rules read of one row.
+/// What the rules read of one row (the texts borrowed from the row's sides).
 #[derive(Debug, Clone)]
-pub(crate) struct RuleRow {
-    pub key: String,
-    pub npu_name: String,
+pub(crate) struct RuleRow<'a> {
+    pub key: &'a str,
+    pub npu_name: &'a str,
     pub matched: bool,
-    pub bench_name: String,
-    pub dtypes: [String; 2],
-    pub shapes: [String; 2],
-    pub requires_grad: [String; 2],
+    pub bench_name: &'a str,
+    pub dtypes: [&'a str; 2],
+    pub shapes: [&'a str; 2],
+    pub requires_grad: [&'a str; 2],
     /// NPU max, NPU min, Bench max, Bench min (`None` = `N/A`).
     pub extremes: [Option<PyVal>; 4],
     /// `NormRelativeErr` (statistics mode).
@@ -40,7 +40,7 @@ pub(crate) struct RuleRow {
     /// `Cosine` (tensor mode).
     pub cosine: Cv,
     /// `NPU MD5`, `BENCH MD5`.
-    pub md5: [String; 2],
+    pub md5: [&'a str; 2],
 }
 
 const ALL_IGNORE: [&str; 9] = [
@@ -100,7 +100,7 @@ fn pct(v: &Cv) -> f64 {
 }
 
 /// Runs the rules; returns (Result, Err_message) per row.
-pub(crate) fn apply(rows: &[RuleRow], set: RuleSet) -> Vec<(String, String)> {
+pub(crate) fn apply(rows: &[RuleRow<'_>], set: RuleSet) -> Vec<(String, String)> {
     let mut verdicts: Vec<(Severity, Vec<&'static str>)> = vec![(Severity::Pass, Vec::new()); rows.len()];
     let mut start = 0;
     while start < rows.len() {
@@ -122,7 +122,7 @@ pub(crate) fn apply(rows: &[RuleRow], set: RuleSet) -> Vec<(String, String)> {
         .collect()
 }
 
-fn group(rows: &[RuleRow], start: usize, end: usize, set: RuleSet, out: &mut [(Severity, Vec<&'static str>)]) {
+fn group(rows: &[RuleRow<'_>], start: usize, end: usize, set: RuleSet, out: &mut [(Severity, Vec<&'static str>)]) {
     let is_output = |i: usize| rows[i].npu_name.contains(".output.");
     let inputs: Vec<usize> = (start..end).filter(|&i| !is_output(i)).collect();
     let outputs: Vec<usize> = (start..end).filter(|&i| is_output(i)).collect();
@@ -137,12 +137,12 @@ fn group(rows: &[RuleRow], start: usize, end: usize, set: RuleSet, out: &mut [(S
         v.0 = v.0.max(sev);
         v.1.push(msg);
     };
-    let per_row = |i: usize, rule: &dyn Fn(&RuleRow) -> bool| rule(&rows[i]);
+    let per_row = |i: usize, rule: &dyn Fn(&RuleRow<'_>) -> bool| rule(&rows[i]);
     if set == RuleSet::Md5 {
         for &i in &scope {
             let [a, b] = &rows[i].md5;
             if a != b {
-                if [a, b].iter().any(|s| matches!(s.as_str(), "N/A" | "Nan" | "")) {
+                if [a, b].iter().any(|s| matches!(**s, "N/A" | "Nan" | "")) {
                     flag(i, Severity::Warning, "warning: The parameter of NPU does not match the bench.");
                 } else {
                     flag(i, Severity::Error, "error: The CRC-32 value of NPU differs from that of the bench.");

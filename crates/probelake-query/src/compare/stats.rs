@@ -33,9 +33,57 @@ fn classify(text: &str) -> Class {
     }
 }
 
+/// The cells of two Python floats, as the text rules below give them without going through
+/// the text: `repr` is one-to-one on non-NaN floats (a `PyVal::Float` is never NaN), finite
+/// ones classify as numbers that read back exactly, and `inf`/`-inf` as themselves.
+fn float_cells(x: f64, y: f64) -> (String, String) {
+    if x.to_bits() == y.to_bits() {
+        return ("0".into(), "0".into());
+    }
+    let token = match (x.is_finite(), y.is_finite()) {
+        (true, true) => {
+            let diff = x - y;
+            let rel = if y == 0.0 {
+                "inf".to_owned()
+            } else {
+                let mut rel = float_repr(((diff / y) * 100.0).abs());
+                rel.push('%');
+                rel
+            };
+            return (float_repr(diff), rel);
+        }
+        (true, false) => {
+            if y > 0.0 {
+                "-inf"
+            } else {
+                "inf"
+            }
+        }
+        (false, true) => {
+            if x > 0.0 {
+                "inf"
+            } else {
+                "-inf"
+            }
+        }
+        // Different infinities: `inf` against `-inf` is `inf`, the other way `-inf`.
+        (false, false) => {
+            if x > 0.0 {
+                "inf"
+            } else {
+                "-inf"
+            }
+        }
+    };
+    (token.into(), token.into())
+}
+
 /// The (diff, relative) cells of one statistic; `bench` is `None` when the row is unmatched.
 pub(crate) fn stat_cells(npu: &PyVal, bench: Option<&PyVal>) -> (String, String) {
     let Some(bench) = bench else { return ("N/A".into(), "N/A".into()) };
+    if let (PyVal::Float(x), PyVal::Float(y)) = (npu, bench) {
+        return float_cells(*x, *y);
+    }
     let (a, b) = (npu.py_str(), bench.py_str());
     if a == b {
         return ("0".into(), "0".into());
@@ -83,5 +131,16 @@ mod tests {
         assert_eq!(c(PyVal::Int("2".into()), PyVal::Int("3".into())), ("-1.0".into(), "33.33333333333333%".into()));
         assert_eq!(c(PyVal::Int("3".into()), f(3.0)), ("0.0".into(), "0.0%".into()));
         assert_eq!(c(PyVal::Int("4".into()), PyVal::Int("0".into())), ("4.0".into(), "inf".into()));
+    }
+
+    #[test]
+    fn floats_follow_the_text_rules() {
+        let values = [0.0, -0.0, 1.0, -2.5, 3.0e-7, 1e300, -1e-300, 2.01, f64::INFINITY, f64::NEG_INFINITY];
+        for &x in &values {
+            for &y in &values {
+                let text = |v: f64| PyVal::Str(float_repr(v));
+                assert_eq!(stat_cells(&f(x), Some(&f(y))), stat_cells(&text(x), Some(&text(y))), "{x} {y}");
+            }
+        }
     }
 }

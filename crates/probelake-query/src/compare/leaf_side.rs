@@ -1,0 +1,246 @@
+//! One side of a compare row straight from a leaf's typed `dump` columns.
+//!
+//! msprobe reads its cells from the leaf's JSON. A leaf stored without `raw` renders to a JSON
+//! text fixed by its columns (`Leaf::render`), so for the common shapes of that text — a tensor
+//! object, a scalar `{"type", "value"}` object — the cells follow from the columns directly,
+//! as [`side_of`] would read them from the rendered text. Every other leaf (a kept `raw`, a JSON
+//! `null`, a shape without a dtype) is rendered and read by [`side_of`] itself.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use probelake_format::json::{self, Layout};
+use probelake_format::msprobe::Leaf;
+
+use super::md5::crc32_hex;
+use super::pyfmt::{py_bool, py_int_list, py_str_node, PyVal};
+use super::rows::{data_name_cell, side_of, synthetic_fields, Side};
+use super::CompareError;
+
+/// The `dump` columns a leaf is rebuilt from, in the order the plan selects them (each with the
+/// side's prefix, `t_` or `g_`).
+pub(crate) const LEAF_COLUMNS: [&str; 12] =
+    ["kind", "dtype", "shape", "max", "min", "mean", "norm", "requires_grad", "md5", "data_name", "value", "raw"];
+
+/// One leaf's columns, borrowed from a batch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LeafColumns<'a> {
+    pub kind: Option<&'a str>,
+    pub dtype: Option<&'a str>,
+    pub shape: Option<Cow<'a, [i64]>>,
+    pub stats: [Option<f64>; 4],
+    pub requires_grad: Option<bool>,
+    pub md5: Option<&'a str>,
+    pub data_name: Option<&'a str>,
+    pub value: Option<&'a str>,
+    pub raw: Option<&'a str>,
+}
+
+impl LeafColumns<'_> {
+    /// The leaf as the format crate renders it.
+    fn to_leaf(&self) -> Leaf<'_> {
+        Leaf {
+            kind: self.kind.map(Cow::Borrowed),
+            dtype: self.dtype.map(Cow::Borrowed),
+            shape: self.shape.as_deref().map(<[i64]>::to_vec),
+            stats: self.stats,
+            requires_grad: self.requires_grad,
+            md5: self.md5.map(Cow::Borrowed),
+            data_name: self.data_name.map(Cow::Borrowed),
+            value: self.value.map(Cow::Borrowed),
+            raw: self.raw.map(Cow::Borrowed),
+        }
+    }
+
+    /// The leaf's JSON text (one-line layout), as `msprobe_leaf_json` gives it.
+    fn json(&self) -> String {
+        let mut buf = Vec::new();
+        self.to_leaf().render(&mut buf, Layout { indent: None }, 0);
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// Whether the rendered text is a tensor object (`type`, `dtype`, …) made from the columns.
+    fn is_plain_tensor(&self) -> bool {
+        self.raw.is_none() && self.kind.is_some() && self.dtype.is_some()
+    }
+
+    /// Whether the rendered text is `{"type": kind, "value": value}` made from the columns.
+    fn is_plain_scalar(&self) -> bool {
+        self.raw.is_none() && self.kind.is_some() && self.dtype.is_none() && self.shape.is_none()
+    }
+}
+
+/// The side of a row for leaf `leaf` of entry `name`, row name `item`: the same as
+/// `side_of(item, name, msprobe_leaf_json(leaf))`.
+pub(crate) fn side_of_leaf(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
+    if leaf.is_plain_tensor() {
+        return tensor_side(item, name, leaf);
+    }
+    if leaf.is_plain_scalar() {
+        // The rendered text holds `"value": null` when there is no value.
+        if let Ok(value) = json::parse(leaf.value.unwrap_or("null").as_bytes()) {
+            let synthetic = synthetic_fields(item, leaf.kind.unwrap_or_default(), Some(&value), None);
+            let md5 = synthetic.md5.unwrap_or_else(|| crc32_hex(py_str_node(&value).as_bytes()));
+            return Side {
+                name: item.to_owned(),
+                key: name.to_owned(),
+                dtype: Some(synthetic.dtype),
+                shape: Some(synthetic.shape),
+                requires_grad: None,
+                stats: synthetic.stats,
+                md5: Some(md5),
+                data_name: data_name_cell(None),
+                has_md5: false,
+            };
+        }
+    }
+    side_of(item, name, &leaf.json())
+}
+
+/// A tensor leaf without `raw`: `Leaf::render` writes its statistics with `write_f64`, which
+/// always marks a float (`.`/`e`) or writes `NaN`/`Infinity`, so they read back as Python
+/// floats (NaN as msprobe's `Nan` string); in xor mode it writes `md5` instead of them.
+fn tensor_side(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
+    let xor = leaf.md5.is_some_and(|m| m.starts_with("0x"));
+    let stat = |s: Option<f64>| match s {
+        Some(_) if xor => PyVal::None,
+        None => PyVal::None,
+        Some(v) if v.is_nan() => PyVal::Str("Nan".into()),
+        Some(v) => PyVal::Float(v),
+    };
+    Side {
+        name: item.to_owned(),
+        key: name.to_owned(),
+        dtype: leaf.dtype.map(str::to_owned),
+        shape: leaf.shape.as_deref().map(py_int_list),
+        requires_grad: leaf.requires_grad.map(|b| py_bool(b).to_owned()),
+        stats: leaf.stats.map(stat),
+        // Without a `value` field, the md5 of `str(value)` is that of the empty string.
+        md5: Some(leaf.md5.filter(|m| !m.is_empty()).map_or_else(|| crc32_hex(b""), str::to_owned)),
+        data_name: data_name_cell(leaf.data_name),
+        has_md5: leaf.md5.is_some(),
+    }
+}
+
+/// One side's leaf columns of a plan batch, cast to the types they are read as.
+pub(crate) struct LeafArrays {
+    texts: [ArrayRef; 6],
+    shape: ArrayRef,
+    stats: [ArrayRef; 4],
+    requires_grad: ArrayRef,
+}
+
+fn as_type(batch: &RecordBatch, name: &str, t: &DataType) -> Result<ArrayRef, CompareError> {
+    let a = batch.column_by_name(name).ok_or_else(|| CompareError::Schema(format!("plan column `{name}` missing")))?;
+    Ok(if a.data_type() == t { Arc::clone(a) } else { cast(a, t)? })
+}
+
+fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
+    let a = a.as_string::<i32>();
+    a.is_valid(i).then(|| a.value(i))
+}
+
+impl LeafArrays {
+    /// The columns of the side whose names start with `prefix`.
+    pub(crate) fn new(batch: &RecordBatch, prefix: &str) -> Result<Self, CompareError> {
+        let col = |c: &str, t: &DataType| as_type(batch, &format!("{prefix}{c}"), t);
+        let utf8 = |c: &str| col(c, &DataType::Utf8);
+        let f64s = |c: &str| col(c, &DataType::Float64);
+        Ok(LeafArrays {
+            texts: [utf8("kind")?, utf8("dtype")?, utf8("md5")?, utf8("data_name")?, utf8("value")?, utf8("raw")?],
+            shape: col("shape", &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?,
+            stats: [f64s("max")?, f64s("min")?, f64s("mean")?, f64s("norm")?],
+            requires_grad: col("requires_grad", &DataType::Boolean)?,
+        })
+    }
+
+    /// Row `i`.
+    pub(crate) fn get(&self, i: usize) -> LeafColumns<'_> {
+        let [kind, dtype, md5, data_name, value, raw] = &self.texts;
+        let shape = self.shape.as_list::<i32>();
+        let shape = shape.is_valid(i).then(|| {
+            let offsets = shape.value_offsets();
+            let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
+            let dims = shape.values().as_primitive::<Int64Type>();
+            if dims.null_count() == 0 {
+                Cow::Borrowed(&dims.values()[start..end])
+            } else {
+                // As `msprobe_leaf_json` reads a null dimension.
+                Cow::Owned((start..end).map(|j| if dims.is_valid(j) { dims.value(j) } else { 0 }).collect())
+            }
+        });
+        let rg = self.requires_grad.as_boolean();
+        LeafColumns {
+            kind: text_at(kind, i),
+            dtype: text_at(dtype, i),
+            shape,
+            stats: self.stats.each_ref().map(|a| {
+                let a = a.as_primitive::<Float64Type>();
+                a.is_valid(i).then(|| a.value(i))
+            }),
+            requires_grad: rg.is_valid(i).then(|| rg.value(i)),
+            md5: text_at(md5, i),
+            data_name: text_at(data_name, i),
+            value: text_at(value, i),
+            raw: text_at(raw, i),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every fast path must give what `side_of` reads from the rendered JSON.
+    fn same_as_json(item: &str, name: &str, leaf: LeafColumns<'_>) {
+        let fast = side_of_leaf(item, name, &leaf);
+        let slow = side_of(item, name, &leaf.json());
+        assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", leaf.json());
+    }
+
+    #[test]
+    fn fast_paths_match_the_json_reading() {
+        let tensor = LeafColumns {
+            kind: Some("torch.Tensor"),
+            dtype: Some("torch.float32"),
+            shape: Some(Cow::Owned(vec![2, 8])),
+            stats: [Some(4.1), Some(f64::NAN), Some(f64::INFINITY), None],
+            requires_grad: Some(true),
+            ..Default::default()
+        };
+        let (item, name) = ("M.fc.Linear.forward.0.input.0", "M.fc.Linear.forward.0");
+        same_as_json(item, name, tensor.clone());
+        same_as_json(item, name, LeafColumns { md5: Some("0x0000000000000003"), ..tensor.clone() });
+        same_as_json(item, name, LeafColumns { md5: Some("1a2b3c4d"), data_name: Some("x.pt"), ..tensor.clone() });
+        same_as_json(item, name, LeafColumns { md5: Some(""), data_name: Some(""), shape: None, ..tensor.clone() });
+        same_as_json(item, name, LeafColumns { dtype: Some("torch.\"odd\"\n"), requires_grad: None, ..tensor });
+        let scalar = |kind, value| LeafColumns { kind: Some(kind), value, ..Default::default() };
+        for (kind, value) in [
+            ("int", Some("3")),
+            ("float", Some("1e-05")),
+            ("bool", Some("true")),
+            ("str", Some("\"mean\"")),
+            ("torch.Size", Some("[2, 8]")),
+            ("torch.Size", None),
+            ("slice", Some("[null, 2, null]")),
+            ("ellipsis", Some("\"...\"")),
+            ("NoneType", None),
+            ("torch.ProcessGroup", Some("{\"a\": 1}")),
+        ] {
+            same_as_json(item, name, scalar(kind, value));
+            same_as_json("Distributed.send.0.forward.input.dst", name, scalar(kind, value));
+        }
+        // Not fast: a JSON null leaf, a kept raw, a shape without dtype.
+        same_as_json(item, name, LeafColumns::default());
+        let raw = r#"{"type": "torch.Tensor", "dtype": "torch.int64", "shape": [2], "Max": 57, "md5": "00000000"}"#;
+        same_as_json(item, name, LeafColumns { kind: Some("torch.Tensor"), raw: Some(raw), ..Default::default() });
+        same_as_json(
+            item,
+            name,
+            LeafColumns { kind: Some("x"), shape: Some(Cow::Owned(vec![1])), md5: Some("ab"), ..Default::default() },
+        );
+    }
+}
