@@ -144,6 +144,23 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Removes what a failed write put in `dir`: the folder itself when this run created it, its
+/// contents when it was an empty folder before (checked above). Best effort.
+pub(crate) fn remove_partial_tree(dir: &std::path::Path, existed: bool) {
+    if !existed {
+        let _ = std::fs::remove_dir_all(dir);
+        return;
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,22 +191,5 @@ mod tests {
         assert!(spec(&["out", "--layers", "0"]).is_err());
         assert!(spec(&["out", "--steps", "0"]).is_err());
         Ok(())
-    }
-}
-
-/// Removes what a failed write put in `dir`: the folder itself when this run created it, its
-/// contents when it was an empty folder before (checked above). Best effort.
-pub(crate) fn remove_partial_tree(dir: &std::path::Path, existed: bool) {
-    if !existed {
-        let _ = std::fs::remove_dir_all(dir);
-        return;
-    }
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
     }
 }
