@@ -26,6 +26,8 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
 venv=${MSPROBE_VENV:-$cache/msprobe-venv}
 data=${SIDE_BY_SIDE_DATA:-$cache/side-by-side}
 log() { echo "compare.sh: $*" >&2; }
+# shellcheck source=benches/side_by_side/common.bash
+. benches/side_by_side/common.bash
 
 if [ ! -x "$venv/bin/msprobe" ]; then
     log "setting up msprobe in $venv (pip install mindstudio-probe torch)"
@@ -40,37 +42,6 @@ probelake="$target/release/probelake"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-
-now() { date +%s%N; }
-median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
-
-# time_runs NAME OUTDIR CMD...: runs CMD $RUNS times (OUTDIR emptied before each), prints the
-# median in seconds; exit codes 0 and 1 are success (probelake: 1 = some Result is `error`).
-time_runs() {
-    local name=$1 out=$2
-    shift 2
-    local times=()
-    for _ in $(seq "$RUNS"); do
-        rm -rf "$out"
-        local t0 t1 rc=0
-        t0=$(now)
-        "$@" >"$work/$name.log" 2>&1 || rc=$?
-        t1=$(now)
-        if [ "$rc" -gt 1 ]; then
-            log "$name failed ($rc):"
-            tail -20 "$work/$name.log" >&2
-            return 1
-        fi
-        times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')")
-    done
-    log "$name: ${times[*]} s"
-    printf '%s\n' "${times[@]}" | median
-}
-
-row() { # what size probelake other
-    awk -v what="$1" -v size="$2" -v a="$3" -v b="$4" \
-        'BEGIN { printf "| %s | %s | %.3f s | %.2f s | %.0fx |\n", what, size, a, b, b / a }'
-}
 
 for mb in $SIZES; do
     layers=$((mb * 1000000 / 41500)) # a training step at L1 writes ~41.5 KB of dump.json per layer

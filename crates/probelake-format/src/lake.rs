@@ -331,10 +331,13 @@ impl Lake {
     /// Checks, before anything is written, that `units` can be committed here: the manifest
     /// (if any) and the records the commits would replace are readable. A writer that finds
     /// out only at commit time has already stored its data files.
-    pub async fn check_writable<'u>(&self, units: impl IntoIterator<Item = &'u Unit>) -> Result<()> {
+    pub async fn check_writable(&self, units: &[Unit]) -> Result<()> {
         self.manifest().await?;
-        futures::stream::iter(units)
-            .map(|unit| async move { self.read_record(&unit.commit_path(&self.root)).await })
+        // Owned paths: a stream of futures borrowing the units trips up `Send` inference when
+        // an import runs inside `tokio::spawn`.
+        let paths: Vec<Path> = units.iter().map(|unit| unit.commit_path(&self.root)).collect();
+        futures::stream::iter(paths)
+            .map(|path| async move { self.read_record(&path).await })
             .buffer_unordered(16)
             .try_for_each(|_| async { Ok(()) })
             .await

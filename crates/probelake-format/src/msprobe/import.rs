@@ -63,7 +63,8 @@ pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: 
             _ => units.push((dir.unit.clone(), vec![dir])),
         }
     }
-    lake.check_writable(units.iter().map(|(unit, _)| unit)).await?;
+    let replaced: Vec<Unit> = units.iter().map(|(unit, _)| unit.clone()).collect();
+    lake.check_writable(&replaced).await?;
     let total: u64 = dirs.iter().map(dir_bytes).sum();
     progress.start(total, units.len());
 
