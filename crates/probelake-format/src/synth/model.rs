@@ -268,7 +268,11 @@ impl Run<'_> {
         names.push(rec.api(
             "Tensor.masked_fill",
             Site::Mask,
-            vec![self.act(&ssh, &a), Val::bool_tensor(&[t, t], t > 1, false), Val::Float(f64::NEG_INFINITY)],
+            vec![
+                self.act(&ssh, &a),
+                Val::bool_tensor(&[t, t], (0..t * t).map(|k| k % t > k / t).collect()),
+                Val::Float(f64::NEG_INFINITY),
+            ],
             vec![],
             vec![self.act(&ssh, &m)],
         ));
