@@ -35,6 +35,7 @@ pub(crate) fn dtype_name(elems: &Elems, dtype: SynthDtype) -> &'static str {
     match (elems, dtype) {
         (Elems::F32(_), SynthDtype::Fp32) => "torch.float32",
         (Elems::F32(_), SynthDtype::Bf16) => "torch.bfloat16",
+        (Elems::Float32(_), _) => "torch.float32",
         (Elems::I64(_), _) => "torch.int64",
         (Elems::Bool(_), _) => "torch.bool",
     }
@@ -59,6 +60,7 @@ pub(crate) fn summary(elems: &Elems, dtype: SynthDtype) -> Summary {
                 }
             }
         },
+        Elems::Float32(v) => f32_summary(v),
         Elems::I64(v) => {
             Summary::I64 { max: v.iter().copied().max().unwrap_or(0), min: v.iter().copied().min().unwrap_or(0) }
         }
@@ -69,7 +71,7 @@ pub(crate) fn summary(elems: &Elems, dtype: SynthDtype) -> Summary {
 /// The tensor's contiguous little-endian bytes in its written dtype (bf16: 2 bytes each).
 pub(crate) fn raw_bytes(elems: &Elems, dtype: SynthDtype) -> Vec<u8> {
     match (elems, dtype) {
-        (Elems::F32(v), SynthDtype::Fp32) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        (Elems::F32(v), SynthDtype::Fp32) | (Elems::Float32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         (Elems::F32(v), SynthDtype::Bf16) => v.iter().flat_map(|&x| bf16_bits(x).to_le_bytes()).collect(),
         (Elems::I64(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         (Elems::Bool(v), _) => v.iter().map(|&b| u8::from(b)).collect(),

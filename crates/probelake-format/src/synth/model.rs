@@ -353,9 +353,9 @@ impl Run<'_> {
         rec.api(
             "Torch.log_softmax",
             Site::LogSoftmax,
-            vec![self.act(&sh, logits)],
+            vec![Val::float32(&sh, logits, self.grad)],
             vec![("dim", Val::Int(-1))],
-            vec![self.act(&sh, &out)],
+            vec![Val::float32(&sh, &out, self.grad)],
         );
     }
 }

@@ -11,7 +11,10 @@ use super::tensor::Shape;
 /// written depends on the run's task and dtype: statistics of the bf16-rounded values, a
 /// CRC of the raw bytes, or the bytes themselves in a `.pt` file.
 pub(crate) enum Elems {
+    /// A floating tensor in the run's dtype.
     F32(Vec<f32>),
+    /// A tensor the script cast with `.float()`: float32 whatever the run's dtype.
+    Float32(Vec<f32>),
     I64(Vec<i64>),
     Bool(Vec<bool>),
 }
@@ -29,6 +32,11 @@ pub(crate) enum Val {
 impl Val {
     pub(crate) fn f32(dims: &[usize], data: &[f32], requires_grad: bool) -> Val {
         Val::Tensor { shape: Shape::new(dims), elems: Elems::F32(data.to_vec()), requires_grad }
+    }
+
+    /// A `.float()` result (the loss inputs and outputs): float32 even in a bf16 run.
+    pub(crate) fn float32(dims: &[usize], data: &[f32], requires_grad: bool) -> Val {
+        Val::Tensor { shape: Shape::new(dims), elems: Elems::Float32(data.to_vec()), requires_grad }
     }
 
     pub(crate) fn i64(dims: &[usize], data: &[i64]) -> Val {
