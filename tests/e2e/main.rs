@@ -16,4 +16,5 @@ mod s3;
 mod slt;
 mod sql;
 mod synth;
+mod synth_shape;
 mod writer;

@@ -71,3 +71,35 @@ fn synth_writes_msprobe_trees_that_round_trip_and_refuses_a_full_folder() {
     );
     assert_eq!(files_below(&src), files);
 }
+
+#[test]
+fn every_level_task_and_dtype_round_trips_byte_for_byte() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let modes: [[&str; 3]; 5] = [
+        ["l0", "statistics", "fp32"],
+        ["l1", "md5", "bf16"],
+        ["mix", "md5", "fp32"],
+        ["l1", "tensor", "fp32"],
+        ["mix", "tensor", "bf16"],
+    ];
+    for [level, task, dtype] in modes {
+        let name = format!("{level}-{task}-{dtype}");
+        let src = tmp.path().join(&name).join("tree");
+        let args = ["--layout", "msprobe", "--steps", "1", "--layers", "1", "--ranks", "2", "-q"];
+        let mode = ["--level", level, "--task", task, "--dtype", dtype];
+        cli::ok(
+            [Path::new("synth"), &src]
+                .into_iter()
+                .map(|p| p.as_os_str())
+                .chain(args.iter().chain(&mode).map(|a| a.as_ref())),
+        );
+        let files = files_below(&src);
+        let has_pt = files.iter().any(|f| f.extension().is_some_and(|e| e == "pt"));
+        assert_eq!(has_pt, task == "tensor", "{name}: {files:?}");
+        let lake = tmp.path().join(&name).join("lake");
+        cli::import(&src, &lake);
+        let back = tmp.path().join(&name).join("back");
+        cli::export(&lake, &back);
+        assert_same_tree(&src, &back);
+    }
+}

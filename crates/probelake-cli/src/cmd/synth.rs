@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
-use probelake_format::synth::{scale_hint, write_run, SynthLayout, SynthLevel, SynthSpec};
+use probelake_format::synth::{scale_hint, write_run, SynthDtype, SynthLayout, SynthLevel, SynthSpec, SynthTask};
 
 use super::import::human_bytes;
 use super::Context;
@@ -13,19 +13,31 @@ use super::Context;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Runs a real f32 forward (and, for training stages, backward) pass of a small transformer and
-writes what msprobe's statistics task writes for it: dump.json, stack.json and construct.json
-per rank, in verl's layout (step_{g}/{stage}/step0/rank{R}) or msprobe's (step{N}/rank{R}).
-The same arguments always give the same bytes.
+writes what msprobe writes for it: dump.json, stack.json and construct.json per rank, in
+verl's layout (step_{g}/{stage}/step0/rank{R}) or msprobe's (step{N}/rank{R}). The same
+arguments always give the same bytes; ranks are written in parallel on all cores.
+
+What each tensor becomes follows msprobe's config:
+  --level l1     API calls (Functional.linear.0.forward ...); construct.json is {}
+  --level l0     modules only (Module.blocks.0.attn... forward, backward, parameters_grad)
+  --level mix    both, with construct.json parents
+  --task statistics   Max/Min/Mean/Norm per tensor
+  --task md5          the same plus \"md5\": CRC-32 of the tensor's bytes (summary_mode md5)
+  --task tensor       the same plus \"data_name\", and each tensor as a .pt file in dump_tensor_data/
+  --dtype bf16        float tensors are torch.bfloat16; statistics are bf16 values
 
 Size grows with --layers, --steps, --stages and --ranks (statistics do not grow with tensor
-size): about 13 KB of dump.json per layer per forward-only stage and rank, 40 KB for a training
-stage. The command prints the estimate before writing.
+size): about 13 KB of dump.json per layer per forward-only stage and rank at L1, 40 KB for a
+training stage; --task tensor adds the .pt files (~2-12 KB each, one per tensor). The
+command prints the estimate before writing.
 
 Examples:
   probelake synth ./dumps/base                              # the demo's shape: 2 layers, 2 steps, 3 stages
   probelake synth ./dumps/bug --bug                         # the same run, last layer's attention off by 1 %
   probelake synth ./dumps/big --layers 64 --ranks 32        # ~1M dump leaves
-  probelake synth ./dumps/pair --layout msprobe --steps 1 --layers 250   # one ~10 MB msprobe compare input")]
+  probelake synth ./dumps/pair --layout msprobe --steps 1 --layers 250   # one ~10 MB msprobe compare input
+  probelake synth ./dumps/t --layout msprobe --steps 1 --task tensor     # .pt files, as msprobe compare reads them
+  probelake synth ./dumps/m --layout msprobe --task md5 --dtype bf16     # like a bf16 run with summary_mode md5")]
 pub struct Args {
     /// Folder to write the tree into (must not exist, or be empty).
     pub output: PathBuf,
@@ -45,9 +57,15 @@ pub struct Args {
     /// Folder layout.
     #[arg(long, value_enum, default_value_t = LayoutArg::Verl)]
     pub layout: LayoutArg,
-    /// Dump level: API calls only (L1) or API calls and modules (mix).
+    /// Dump level: modules only (l0), API calls only (l1) or both (mix).
     #[arg(long, value_enum, default_value_t = LevelArg::L1)]
     pub level: LevelArg,
+    /// What is written per tensor: statistics, statistics + md5, or statistics + a .pt file.
+    #[arg(long, value_enum, default_value_t = TaskArg::Statistics)]
+    pub task: TaskArg,
+    /// Dtype of the floating tensors.
+    #[arg(long, value_enum, default_value_t = DtypeArg::Fp32)]
+    pub dtype: DtypeArg,
     /// Scale the last layer's attention by 1.01: the numeric bug `probelake demo` hunts.
     #[arg(long)]
     pub bug: bool,
@@ -71,10 +89,32 @@ pub enum LayoutArg {
 /// `--level`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum LevelArg {
+    /// Modules only: forward, backward and parameters_grad entries, construct.json parents.
+    L0,
     /// API calls only.
     L1,
     /// API calls and modules, with parameters_grad and construct.json parents.
     Mix,
+}
+
+/// `--task`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TaskArg {
+    /// Max/Min/Mean/Norm per tensor.
+    Statistics,
+    /// Statistics and an "md5" CRC-32 of each tensor's bytes (msprobe's summary_mode md5).
+    Md5,
+    /// Statistics, a "data_name" per tensor and the tensor itself in dump_tensor_data/NAME.pt.
+    Tensor,
+}
+
+/// `--dtype`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum DtypeArg {
+    /// torch.float32.
+    Fp32,
+    /// torch.bfloat16 (values and statistics rounded to bf16).
+    Bf16,
 }
 
 impl Args {
@@ -97,8 +137,18 @@ impl Args {
             stages: self.stages.clone(),
             ranks: self.ranks,
             level: match self.level {
+                LevelArg::L0 => SynthLevel::L0,
                 LevelArg::L1 => SynthLevel::L1,
                 LevelArg::Mix => SynthLevel::Mix,
+            },
+            task: match self.task {
+                TaskArg::Statistics => SynthTask::Statistics,
+                TaskArg::Md5 => SynthTask::Md5,
+                TaskArg::Tensor => SynthTask::Tensor,
+            },
+            dtype: match self.dtype {
+                DtypeArg::Fp32 => SynthDtype::Fp32,
+                DtypeArg::Bf16 => SynthDtype::Bf16,
             },
             layout,
             backward: !self.no_backward,
@@ -188,6 +238,9 @@ mod tests {
         assert_eq!(s.global_steps, [0, 1, 2]);
         assert_eq!(s.attention_scale_bug, Some((3, 1.01)));
         assert_eq!(s.level, SynthLevel::Mix);
+        let s = spec(&["out", "--level", "l0", "--task", "tensor", "--dtype", "bf16"])?;
+        assert_eq!((s.level, s.task, s.dtype), (SynthLevel::L0, SynthTask::Tensor, SynthDtype::Bf16));
+        assert_eq!(spec(&["out", "--task", "md5"])?.task, SynthTask::Md5);
         assert!(spec(&["out", "--layers", "0"]).is_err());
         assert!(spec(&["out", "--steps", "0"]).is_err());
         Ok(())

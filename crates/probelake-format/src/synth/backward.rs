@@ -49,9 +49,9 @@ pub(crate) fn train_step(run: &Run<'_>, tape: &Tape, ids: &[i64], backward: bool
     let ce = rec.api(
         "Functional.cross_entropy",
         Site::Loss,
-        vec![Val::f32(&[n, vsz], &tape.logits, true), Val::i64(&[n], ids)],
+        vec![Val::float32(&[n, vsz], &tape.logits, true), Val::i64(&[n], ids)],
         vec![],
-        vec![Val::f32(&[], &[loss], true)],
+        vec![Val::float32(&[], &[loss], true)],
     );
     if !backward {
         return;
@@ -63,7 +63,7 @@ pub(crate) fn train_step(run: &Run<'_>, tape: &Tape, ids: &[i64], backward: bool
         }
         dlogits[r * vsz + target(r)] -= 1.0 / n as f32;
     }
-    rec.api_bwd(&ce, vec![g(&[], &[1.0])], vec![g(&[n, vsz], &dlogits)]);
+    rec.api_bwd(&ce, vec![Val::float32(&[], &[1.0], false)], vec![Val::float32(&[n, vsz], &dlogits, false)]);
     let p = run.params;
     let mut grads = p.clone();
     let (b, t, d) = (dm.b, dm.t, dm.d);

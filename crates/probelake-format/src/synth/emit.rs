@@ -1,11 +1,10 @@
-//! Serialises a [`Recorder`] as dump.json, stack.json and construct.json, byte for byte as
-//! CPython's `json.dump(obj, f, indent=1)` lays them out.
+//! The JSON layout of CPython's `json.dump(obj, f, indent=1)`, and stack.json and
+//! construct.json of a [`Recorder`] in it, byte for byte.
 
 use std::collections::HashMap;
 
 use super::stack::{frames, Site, StackCtx};
-use super::tensor::Summary;
-use super::trace::{Field, Recorder, Val};
+use super::trace::Recorder;
 use crate::json::{write_f64, write_i64, write_str};
 
 /// Streaming writer for CPython's indent=1 layout: each item on its own line indented by the
@@ -75,151 +74,6 @@ impl<'a> Jw<'a> {
     pub(crate) fn f64(&mut self, v: f64) {
         write_f64(self.out, v);
     }
-}
-
-fn dtype_name(s: &Summary) -> &'static str {
-    match s {
-        Summary::F32 { .. } => "torch.float32",
-        Summary::I64 { .. } => "torch.int64",
-        Summary::Bool { .. } => "torch.bool",
-    }
-}
-
-fn bool_lit(b: bool) -> &'static [u8] {
-    if b {
-        b"true"
-    } else {
-        b"false"
-    }
-}
-
-/// Writes one value (the caller has already written its key or item separator); returns the
-/// number of leaf values (tensors, scalars, nulls) written.
-fn write_val(w: &mut Jw<'_>, v: &Val) -> usize {
-    match v {
-        Val::Tensor { shape, summary, requires_grad } => {
-            w.begin(b'{');
-            w.key("type");
-            w.str("torch.Tensor");
-            w.key("dtype");
-            w.str(dtype_name(summary));
-            w.key("shape");
-            w.begin(b'[');
-            for &d in shape.dims() {
-                w.item();
-                w.int(d as i64);
-            }
-            w.end(b']');
-            match *summary {
-                Summary::F32 { max, min, mean, norm } => {
-                    for (k, x) in [("Max", max), ("Min", min), ("Mean", mean), ("Norm", norm)] {
-                        w.key(k);
-                        w.f32(x);
-                    }
-                }
-                Summary::I64 { max, min } => {
-                    w.key("Max");
-                    w.int(max);
-                    w.key("Min");
-                    w.int(min);
-                    w.key("Mean");
-                    w.raw(b"null");
-                    w.key("Norm");
-                    w.raw(b"null");
-                }
-                Summary::Bool { max, min } => {
-                    w.key("Max");
-                    w.raw(bool_lit(max));
-                    w.key("Min");
-                    w.raw(bool_lit(min));
-                    w.key("Mean");
-                    w.raw(b"null");
-                    w.key("Norm");
-                    w.raw(b"null");
-                }
-            }
-            w.key("requires_grad");
-            w.raw(bool_lit(*requires_grad));
-            w.end(b'}');
-            1
-        }
-        Val::Null => {
-            w.raw(b"null");
-            1
-        }
-        Val::Float(x) => {
-            scalar(w, "float", |w| w.f64(*x));
-            1
-        }
-        Val::Int(x) => {
-            scalar(w, "int", |w| w.int(*x));
-            1
-        }
-        Val::Bool(x) => {
-            scalar(w, "bool", |w| w.raw(bool_lit(*x)));
-            1
-        }
-        Val::List(items) => write_list(w, items),
-    }
-}
-
-fn scalar(w: &mut Jw<'_>, ty: &str, value: impl FnOnce(&mut Jw<'_>)) {
-    w.begin(b'{');
-    w.key("type");
-    w.str(ty);
-    w.key("value");
-    value(w);
-    w.end(b'}');
-}
-
-fn write_list(w: &mut Jw<'_>, items: &[Val]) -> usize {
-    w.begin(b'[');
-    let mut leaves = 0;
-    for v in items {
-        w.item();
-        leaves += write_val(w, v);
-    }
-    w.end(b']');
-    leaves
-}
-
-/// Appends dump.json to `out`; returns the number of leaf values written.
-pub(crate) fn dump_json(out: &mut Vec<u8>, rec: &Recorder) -> usize {
-    let mut w = Jw::new(out);
-    w.begin(b'{');
-    w.key("task");
-    w.str("statistics");
-    w.key("level");
-    w.str(if rec.mix { "mix" } else { "L1" });
-    w.key("framework");
-    w.str("pytorch");
-    w.key("dump_data_dir");
-    w.raw(b"null");
-    w.key("data");
-    w.begin(b'{');
-    let mut leaves = 0;
-    for e in &rec.entries {
-        w.key(&e.name);
-        w.begin(b'{');
-        for (k, f) in &e.fields {
-            w.key(k);
-            match f {
-                Field::List(items) => leaves += write_list(&mut w, items),
-                Field::Obj(kv) => {
-                    w.begin(b'{');
-                    for (k, v) in kv {
-                        w.key(k);
-                        leaves += write_val(&mut w, v);
-                    }
-                    w.end(b'}');
-                }
-            }
-        }
-        w.end(b'}');
-    }
-    w.end(b'}');
-    w.end(b'}');
-    leaves
 }
 
 /// Appends stack.json (grouped format: one group per distinct stack, in capture order).

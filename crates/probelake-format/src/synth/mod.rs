@@ -13,20 +13,19 @@
 //! adds 14 backward and 12 optimizer entries (~27 KB). See [`scale_hint`].
 
 mod backward;
+mod dump;
 mod emit;
+mod leaf;
 mod model;
 mod params;
 mod stack;
 mod tensor;
 mod trace;
+mod write;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use model::{Dims, Run};
-use params::{token_ids, Params};
-use stack::StackCtx;
-use trace::Recorder;
+use model::Dims;
 
 /// Directory layout of the tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,10 +39,36 @@ pub enum SynthLayout {
 /// msprobe dump level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SynthLevel {
+    /// `Module.` entries only (forward, backward, `parameters_grad`); construct.json holds
+    /// the modules and their parents.
+    L0,
     /// API entries only; construct.json is `{}`.
     L1,
     /// API and `Module.` entries, `parameters_grad`, and construct.json parents.
     Mix,
+}
+
+/// What msprobe writes per tensor (its `task` and `summary_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynthTask {
+    /// Max/Min/Mean/Norm.
+    Statistics,
+    /// The statistics plus `md5`: the CRC-32 of the tensor's bytes (dump.json still says
+    /// `"task": "statistics"`, as msprobe's summary_mode md5 does).
+    Md5,
+    /// The statistics plus `data_name`, and every tensor saved as a `.pt` file in
+    /// `dump_tensor_data/`.
+    Tensor,
+}
+
+/// The dtype of the floating tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynthDtype {
+    /// `torch.float32`.
+    Fp32,
+    /// `torch.bfloat16`: the model still computes in f32, but every recorded tensor is
+    /// rounded to bf16, and so are its statistics, as torch's bf16 reductions return them.
+    Bf16,
 }
 
 /// What to synthesise.
@@ -67,8 +92,12 @@ pub struct SynthSpec {
     pub stages: Vec<String>,
     /// `rank{R}` folders (0..ranks); each rank sees different token ids.
     pub ranks: usize,
-    /// API only, or API + modules.
+    /// Modules only, API only, or both.
     pub level: SynthLevel,
+    /// Statistics, statistics + md5, or tensor files.
+    pub task: SynthTask,
+    /// Dtype of the floating tensors.
+    pub dtype: SynthDtype,
     /// Directory layout.
     pub layout: SynthLayout,
     /// Also write backward entries and the SGD step (verl: only for training stages), and
@@ -83,7 +112,7 @@ pub struct SynthSpec {
 
 impl SynthSpec {
     /// 2 layers, width 32, seq 8, batch 2, vocab 64, global steps [1, 2], the three verl stages
-    /// of the fixtures, 1 rank, level L1, backward for `actor_update`, seed 0, no bug.
+    /// of the fixtures, 1 rank, level L1, statistics in fp32, backward for `actor_update`, seed 0, no bug.
     pub fn demo() -> Self {
         SynthSpec {
             layers: 2,
@@ -95,6 +124,8 @@ impl SynthSpec {
             stages: ["actor_compute_log_prob", "ref_compute_log_prob", "actor_update"].map(String::from).to_vec(),
             ranks: 1,
             level: SynthLevel::L1,
+            task: SynthTask::Statistics,
+            dtype: SynthDtype::Fp32,
             layout: SynthLayout::Verl,
             backward: true,
             seed: 0,
@@ -106,7 +137,8 @@ impl SynthSpec {
 /// What [`write_run`] wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SynthReport {
-    /// Files written (dump.json, stack.json and construct.json per process directory).
+    /// Files written (dump.json, stack.json and construct.json per process directory, and the
+    /// `.pt` files of the tensor task).
     pub files: usize,
     /// dump.json `data` entries, summed over all files.
     pub entries: usize,
@@ -122,6 +154,12 @@ pub enum SynthError {
     /// The spec cannot describe a model (zero sizes, bug layer out of range, ...).
     #[error("invalid synth spec: {0}")]
     Spec(String),
+    /// Encoding a tensor as a `.pt` file failed.
+    #[error("encoding a tensor file: {0}")]
+    Tensor(#[from] crate::tensor_file::TensorFileError),
+    /// A writer thread panicked (a bug); the tree is incomplete.
+    #[error("a synthesizer thread panicked; the tree is incomplete")]
+    Panicked,
     /// Creating a directory or writing a file failed.
     #[error("writing {path}: {source}")]
     Io {
@@ -138,6 +176,7 @@ pub enum SynthError {
 /// so to make a tree bigger raise `layers` or the number of steps, stages or ranks.
 pub fn scale_hint(spec: &SynthSpec) -> u64 {
     let (fwd, train): (u64, u64) = match spec.level {
+        SynthLevel::L0 => (12_000, 24_000),
         SynthLevel::L1 => (14_500, 27_000),
         SynthLevel::Mix => (26_000, 48_000),
     };
@@ -196,76 +235,16 @@ fn validate(spec: &SynthSpec) -> Result<Dims, SynthError> {
     })
 }
 
-/// Writes the tree under `root` (created if missing). Deterministic for a given spec; the
-/// weights and token ids depend only on `seed`, global step and rank, so a run with
-/// `attention_scale_bug` is bit-identical to the base run up to the buggy layer's
+/// Writes the tree under `root` (created if missing), using every core. Deterministic for a
+/// given spec; the weights and token ids depend only on `seed`, global step and rank, so a run
+/// with `attention_scale_bug` is bit-identical to the base run up to the buggy layer's
 /// `Tensor.__mul__`.
 pub fn write_run(spec: &SynthSpec, root: &Path) -> Result<SynthReport, SynthError> {
     let dims = validate(spec)?;
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| SynthError::Io { path, source }
-    };
-    std::fs::create_dir_all(root).map_err(io(root))?;
-    // Print the factor as the user wrote it (1.01, not 1.0099999904632568), as Python would.
-    let bug = spec.attention_scale_bug.map(|(l, f)| (l, f.to_string().parse::<f64>().unwrap_or(f64::from(f))));
-    let reference = Params::init(&dims, spec.seed);
-    let mut report = SynthReport::default();
-    let mut buf = Vec::with_capacity(1 << 20);
-    let mut frames = HashMap::new();
-    let mix = spec.level == SynthLevel::Mix;
-    for &g in &spec.global_steps {
-        let actor = reference.at_step(spec.seed, g);
-        for rank in 0..spec.ranks {
-            let ids = token_ids(&dims, spec.seed, g, rank);
-            let jobs: Vec<(PathBuf, StageKind)> = match spec.layout {
-                SynthLayout::Verl => spec
-                    .stages
-                    .iter()
-                    .map(|s| {
-                        let dir = root.join(format!("step_{g}")).join(s).join("step0").join(format!("rank{rank}"));
-                        (dir, stage_kind(s))
-                    })
-                    .collect(),
-                SynthLayout::Msprobe => {
-                    vec![(root.join(format!("step{g}")).join(format!("rank{rank}")), StageKind::Train)]
-                }
-            };
-            for (dir, kind) in jobs {
-                let train = kind == StageKind::Train;
-                let run = Run {
-                    dims,
-                    params: if kind == StageKind::Ref { &reference } else { &actor },
-                    grad: train,
-                    bug: if kind == StageKind::Ref { None } else { bug },
-                };
-                let mut rec = Recorder::new(mix);
-                let tape = run.forward(&ids, &mut rec);
-                if train {
-                    backward::train_step(&run, &tape, &ids, spec.backward, &mut rec);
-                } else {
-                    run.log_softmax(&tape.logits, &mut rec);
-                }
-                let ctx = StackCtx { train, verl: spec.layout == SynthLayout::Verl, mix, spawned: spec.ranks > 1 };
-                std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-                report.entries += rec.entries.len();
-                for file in ["dump.json", "stack.json", "construct.json"] {
-                    buf.clear();
-                    match file {
-                        "dump.json" => report.leaves += emit::dump_json(&mut buf, &rec),
-                        "stack.json" => emit::stack_json(&mut buf, &rec, ctx, &mut frames),
-                        _ => emit::construct_json(&mut buf, &rec),
-                    }
-                    let path = dir.join(file);
-                    std::fs::write(&path, &buf).map_err(io(&path))?;
-                    report.files += 1;
-                    report.bytes += buf.len() as u64;
-                }
-            }
-        }
-    }
-    Ok(report)
+    write::write_run(spec, dims, root)
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_modes;

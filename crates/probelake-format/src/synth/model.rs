@@ -268,7 +268,11 @@ impl Run<'_> {
         names.push(rec.api(
             "Tensor.masked_fill",
             Site::Mask,
-            vec![self.act(&ssh, &a), Val::bool_tensor(&[t, t], t > 1, false), Val::Float(f64::NEG_INFINITY)],
+            vec![
+                self.act(&ssh, &a),
+                Val::bool_tensor(&[t, t], (0..t * t).map(|k| k % t > k / t).collect()),
+                Val::Float(f64::NEG_INFINITY),
+            ],
             vec![],
             vec![self.act(&ssh, &m)],
         ));
@@ -349,9 +353,9 @@ impl Run<'_> {
         rec.api(
             "Torch.log_softmax",
             Site::LogSoftmax,
-            vec![self.act(&sh, logits)],
+            vec![Val::float32(&sh, logits, self.grad)],
             vec![("dim", Val::Int(-1))],
-            vec![self.act(&sh, &out)],
+            vec![Val::float32(&sh, &out, self.grad)],
         );
     }
 }

@@ -41,7 +41,8 @@ pub(crate) enum Site {
 pub(crate) struct StackCtx {
     pub(crate) train: bool,
     pub(crate) verl: bool,
-    pub(crate) mix: bool,
+    /// Modules are hooked (levels L0 and mix), which changes how torch calls them.
+    pub(crate) hooked_modules: bool,
     /// Started through `torch.multiprocessing.spawn` (more than one rank).
     pub(crate) spawned: bool,
 }
@@ -185,12 +186,12 @@ pub(crate) fn frames(site: Site, ctx: StackCtx) -> Vec<String> {
         pre_hook_frames(&mut out);
     } else if let Some(f) = module_forward_frame(site) {
         out.push(f);
-        call_frames(ctx.mix, &mut out);
+        call_frames(ctx.hooked_modules, &mut out);
     }
     if let Some((line, code, in_block)) = caller_line(site) {
         out.push(script(line, "forward", code));
         if in_block {
-            call_frames(ctx.mix, &mut out);
+            call_frames(ctx.hooked_modules, &mut out);
             out.push(script(62, "forward", "x = blk(x)"));
         }
         call_frames(false, &mut out);

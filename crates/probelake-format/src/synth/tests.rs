@@ -4,13 +4,13 @@
 use super::*;
 use crate::json::write_f64;
 
-fn tmp(tag: &str) -> PathBuf {
+pub(super) fn tmp(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("probelake-synth-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
 
-fn files_under(root: &Path) -> Vec<PathBuf> {
+pub(super) fn files_under(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![root.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -29,7 +29,7 @@ fn files_under(root: &Path) -> Vec<PathBuf> {
 
 /// Re-lays out `text` token by token with CPython's `json.dumps(indent=1)` rules and checks
 /// floats are in `repr` form; returns the re-rendered text.
-fn python_relayout(text: &str) -> String {
+pub(super) fn python_relayout(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut depth = 0usize;
@@ -104,7 +104,7 @@ fn python_relayout(text: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn parse(text: &str) -> serde_json::Value {
+pub(super) fn parse(text: &str) -> serde_json::Value {
     let t = text
         .replace(": NaN", ": \"NaN\"")
         .replace(": -Infinity", ": \"-Infinity\"")

@@ -5,11 +5,23 @@
 use std::collections::{HashMap, HashSet};
 
 use super::stack::Site;
-use super::tensor::{f32_summary, Shape, Summary};
+use super::tensor::Shape;
+
+/// A recorded tensor's elements. Kept whole (not summarised on the spot) because what is
+/// written depends on the run's task and dtype: statistics of the bf16-rounded values, a
+/// CRC of the raw bytes, or the bytes themselves in a `.pt` file.
+pub(crate) enum Elems {
+    /// A floating tensor in the run's dtype.
+    F32(Vec<f32>),
+    /// A tensor the script cast with `.float()`: float32 whatever the run's dtype.
+    Float32(Vec<f32>),
+    I64(Vec<i64>),
+    Bool(Vec<bool>),
+}
 
 /// One value in an argument list, as msprobe serialises it.
 pub(crate) enum Val {
-    Tensor { shape: Shape, summary: Summary, requires_grad: bool },
+    Tensor { shape: Shape, elems: Elems, requires_grad: bool },
     Null,
     Float(f64),
     Int(i64),
@@ -19,17 +31,20 @@ pub(crate) enum Val {
 
 impl Val {
     pub(crate) fn f32(dims: &[usize], data: &[f32], requires_grad: bool) -> Val {
-        Val::Tensor { shape: Shape::new(dims), summary: f32_summary(data), requires_grad }
+        Val::Tensor { shape: Shape::new(dims), elems: Elems::F32(data.to_vec()), requires_grad }
+    }
+
+    /// A `.float()` result (the loss inputs and outputs): float32 even in a bf16 run.
+    pub(crate) fn float32(dims: &[usize], data: &[f32], requires_grad: bool) -> Val {
+        Val::Tensor { shape: Shape::new(dims), elems: Elems::Float32(data.to_vec()), requires_grad }
     }
 
     pub(crate) fn i64(dims: &[usize], data: &[i64]) -> Val {
-        let max = data.iter().copied().max().unwrap_or(0);
-        let min = data.iter().copied().min().unwrap_or(0);
-        Val::Tensor { shape: Shape::new(dims), summary: Summary::I64 { max, min }, requires_grad: false }
+        Val::Tensor { shape: Shape::new(dims), elems: Elems::I64(data.to_vec()), requires_grad: false }
     }
 
-    pub(crate) fn bool_tensor(dims: &[usize], max: bool, min: bool) -> Val {
-        Val::Tensor { shape: Shape::new(dims), summary: Summary::Bool { max, min }, requires_grad: false }
+    pub(crate) fn bool_tensor(dims: &[usize], data: Vec<bool>) -> Val {
+        Val::Tensor { shape: Shape::new(dims), elems: Elems::Bool(data), requires_grad: false }
     }
 }
 
@@ -45,9 +60,14 @@ pub(crate) struct Entry {
     pub(crate) fields: Vec<(&'static str, Field)>,
 }
 
-/// Collects one process's dump; at level L1 the module and construct calls are no-ops.
+/// Collects one process's dump. At level L1 the module and construct calls are no-ops; at
+/// level L0 the API calls are (they still advance their counters, as msprobe's do not matter
+/// there, but nothing of them is written).
 pub(crate) struct Recorder {
-    pub(crate) mix: bool,
+    /// API calls are dumped (L1, mix).
+    apis: bool,
+    /// Modules are dumped (L0, mix).
+    modules: bool,
     pub(crate) entries: Vec<Entry>,
     /// (site, entry name) in the order msprobe captured the stacks.
     pub(crate) stacks: Vec<(Site, String)>,
@@ -59,9 +79,10 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn new(mix: bool) -> Self {
+    pub(crate) fn new(apis: bool, modules: bool) -> Self {
         Recorder {
-            mix,
+            apis,
+            modules,
             entries: Vec::new(),
             stacks: Vec::new(),
             construct: Vec::new(),
@@ -81,7 +102,7 @@ impl Recorder {
     /// msprobe's construct.json insertion: the node itself, then every not-yet-seen ancestor
     /// from the outermost inwards (that is what the parent-chain walk in its hooks produces).
     fn add_construct(&mut self, name: &str) {
-        if !self.mix {
+        if !self.modules {
             return;
         }
         let parent = self.open.last().cloned();
@@ -106,6 +127,9 @@ impl Recorder {
         output: Vec<Val>,
     ) -> String {
         let name = self.next_name(api);
+        if !self.apis {
+            return name;
+        }
         self.add_construct(&name);
         self.stacks.push((site, name.clone()));
         self.entries.push(Entry {
@@ -123,12 +147,17 @@ impl Recorder {
     /// (view/transpose/reshape…), is not written to dump.json.
     pub(crate) fn filtered(&mut self, api: &'static str) -> String {
         let name = self.next_name(api);
-        self.add_construct(&name);
+        if self.apis {
+            self.add_construct(&name);
+        }
         name
     }
 
     /// Backward entry for a forward API name.
     pub(crate) fn api_bwd(&mut self, fwd: &str, input: Vec<Val>, output: Vec<Val>) {
+        if !self.apis {
+            return;
+        }
         let name = backward_name(fwd);
         self.add_construct(&name);
         self.entries.push(Entry { name, fields: vec![("input", Field::List(input)), ("output", Field::List(output))] });
@@ -136,13 +165,16 @@ impl Recorder {
 
     /// Backward of a filtered call: construct.json only.
     pub(crate) fn filtered_bwd(&mut self, fwd: &str) {
+        if !self.apis {
+            return;
+        }
         let name = backward_name(fwd);
         self.add_construct(&name);
     }
 
     /// Opens a module (Mix only): `Module.{path}.{class}.forward.0` or `.backward.0`.
     pub(crate) fn enter(&mut self, path: &str, class: &str, backward: bool, site: Option<Site>) {
-        if !self.mix {
+        if !self.modules {
             return;
         }
         let dir = if backward { "backward" } else { "forward" };
@@ -155,7 +187,7 @@ impl Recorder {
 
     /// Closes the innermost module and writes its entry (`parameters` only for forwards).
     pub(crate) fn exit(&mut self, input: Vec<Val>, output: Vec<Val>, parameters: Option<Vec<(&'static str, Val)>>) {
-        if !self.mix {
+        if !self.modules {
             return;
         }
         let Some(name) = self.open.last().cloned() else {
@@ -183,23 +215,24 @@ impl Recorder {
 
     /// `Module.{path}.{class}.parameters_grad.0` with one single-tensor list per parameter.
     pub(crate) fn param_grad(&mut self, path: &str, class: &str, grads: Vec<(&'static str, Val)>) {
-        if !self.mix {
+        if !self.modules {
             return;
         }
         let fields = grads.into_iter().map(|(k, v)| (k, Field::List(vec![v]))).collect();
         self.entries.push(Entry { name: format!("Module.{path}.{class}.parameters_grad.0"), fields });
     }
 
-    /// A plain construct.json node (the optimizer pseudo-module).
+    /// A plain construct.json node (the optimizer pseudo-module); only at mix, where the
+    /// optimizer's API calls point at it.
     pub(crate) fn construct_node(&mut self, name: &str) {
-        if self.mix && self.present.insert(name.to_string()) {
+        if self.apis && self.modules && self.present.insert(name.to_string()) {
             self.construct.push((name.to_string(), None));
         }
     }
 
     /// Makes `name` the parent of the following API calls without writing a module entry.
     pub(crate) fn scope(&mut self, name: Option<&str>) {
-        if !self.mix {
+        if !(self.apis && self.modules) {
             return;
         }
         self.open.clear();
