@@ -1,5 +1,26 @@
 # Shared by the side-by-side scripts (sourced, not run: side_by_side.sh runs only *.sh).
-# Expects $RUNS, $work (a scratch folder) and a `log` function from the sourcing script.
+# Expects $RUNS and a `log` function from the sourcing script; `setup_tools` sets $venv,
+# $data, $probelake and $work (a scratch folder removed on exit).
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
+venv=${MSPROBE_VENV:-$cache/msprobe-venv}
+data=${SIDE_BY_SIDE_DATA:-$cache/side-by-side}
+
+# msprobe in $venv (installed when missing: torch from PyPI is several GB) and a release build.
+setup_tools() {
+    if [ ! -x "$venv/bin/msprobe" ]; then
+        log "setting up msprobe in $venv (pip install mindstudio-probe torch)"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet mindstudio-probe torch >&2
+    fi
+    log "building probelake (release)"
+    cargo build --release --quiet --bin probelake >&2
+    local target=${CARGO_TARGET_DIR:-target}
+    case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
+    probelake="$target/release/probelake"
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+}
 
 now() { date +%s%N; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }

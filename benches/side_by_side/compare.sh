@@ -22,26 +22,11 @@ cd "$(dirname "$0")/../.."
 
 RUNS=${RUNS:-3}
 SIZES=${COMPARE_SIZES:-"10 100"}
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
-venv=${MSPROBE_VENV:-$cache/msprobe-venv}
-data=${SIDE_BY_SIDE_DATA:-$cache/side-by-side}
 log() { echo "compare.sh: $*" >&2; }
 # shellcheck source=benches/side_by_side/common.bash
 . benches/side_by_side/common.bash
 
-if [ ! -x "$venv/bin/msprobe" ]; then
-    log "setting up msprobe in $venv (pip install mindstudio-probe torch)"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet mindstudio-probe torch >&2
-fi
-log "building probelake (release)"
-cargo build --release --quiet --bin probelake >&2
-target=${CARGO_TARGET_DIR:-target}
-case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
-probelake="$target/release/probelake"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+setup_tools
 
 for mb in $SIZES; do
     layers=$((mb * 1000000 / 41500)) # a training step at L1 writes ~41.5 KB of dump.json per layer

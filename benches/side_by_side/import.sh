@@ -16,26 +16,11 @@ cd "$(dirname "$0")/../.."
 
 RUNS=${RUNS:-3}
 SIZES=${IMPORT_SIZES:-"10 100"}
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
-venv=${MSPROBE_VENV:-$cache/msprobe-venv}
-data=${SIDE_BY_SIDE_DATA:-$cache/side-by-side}
 log() { echo "import.sh: $*" >&2; }
 # shellcheck source=benches/side_by_side/common.bash
 . benches/side_by_side/common.bash
 
-if [ ! -x "$venv/bin/msprobe" ]; then
-    log "setting up msprobe in $venv (pip install mindstudio-probe torch)"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet mindstudio-probe torch >&2
-fi
-log "building probelake (release)"
-cargo build --release --quiet --bin probelake >&2
-target=${CARGO_TARGET_DIR:-target}
-case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
-probelake="$target/release/probelake"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+setup_tools
 
 json_load='
 import json, pathlib, sys
