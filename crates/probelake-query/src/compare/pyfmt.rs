@@ -118,10 +118,6 @@ pub(crate) fn float_repr(x: f64) -> String {
 }
 
 /// Appends CPython's `repr(float)` of `x` to `out`.
-///
-/// ryu gives the same shortest digits as CPython (the nearest of the shortest candidates, an
-/// exact tie to the even one) and nearly the same layout: it writes `1e-5` for `1e-05`, `1e16`
-/// for `1e+16`, and stays positional one decade lower (`0.00001`).
 pub(crate) fn push_float_repr(out: &mut String, x: f64) {
     if x.is_nan() {
         out.push_str("nan");
@@ -131,42 +127,11 @@ pub(crate) fn push_float_repr(out: &mut String, x: f64) {
         out.push_str(if x > 0.0 { "inf" } else { "-inf" });
         return;
     }
-    let mut buf = ryu::Buffer::new();
-    let text = buf.format_finite(x);
-    let (sign, body) = text.split_at(usize::from(text.starts_with('-')));
-    if let Some(digits) = body.strip_prefix("0.0000") {
-        // ryu stays positional down to 1e-5, CPython only to 1e-4.
-        let (first, rest) = digits.split_at(1);
-        out.push_str(sign);
-        out.push_str(first);
-        if !rest.is_empty() {
-            out.push('.');
-            out.push_str(rest);
-        }
-        out.push_str("e-05");
-        return;
-    }
-    match text.split_once('e') {
-        None => out.push_str(text),
-        Some((mantissa, exp)) => {
-            out.push_str(mantissa);
-            out.push('e');
-            let digits = match exp.strip_prefix('-') {
-                Some(d) => {
-                    out.push('-');
-                    d
-                }
-                None => {
-                    out.push('+');
-                    exp
-                }
-            };
-            if digits.len() < 2 {
-                out.push('0');
-            }
-            out.push_str(digits);
-        }
-    }
+    // msprobe's JSON holds finite floats as `json.dumps` writes them, which is `repr`: one
+    // implementation serves both (ties, layout switches and its tests live there).
+    let mut bytes = std::mem::take(out).into_bytes();
+    probelake_format::json::write_f64(&mut bytes, x);
+    *out = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
 }
 
 /// A float as msprobe's CSV holds it: `repr`, with ` inf` / ` -inf` for infinities.
@@ -343,59 +308,9 @@ mod tests {
         ] {
             assert_eq!(float_repr(x), s);
         }
-    }
-
-    /// The exact-formatting construction `float_repr` used before it went through `write_f64`:
-    /// Rust's shortest digits, re-rounded half-even at that length, laid out as CPython does.
-    fn slow_repr(x: f64) -> String {
-        let shortest = format!("{x:e}");
-        let n = shortest.split('e').next().unwrap_or_default().bytes().filter(u8::is_ascii_digit).count();
-        let even = format!("{:.*e}", n.saturating_sub(1), x);
-        let sci = if even.parse::<f64>().ok() == Some(x) { even } else { shortest };
-        let (mant, exp) = sci.split_once('e').unwrap();
-        let exp: i32 = exp.parse().unwrap();
-        let sign = if mant.starts_with('-') { "-" } else { "" };
-        let digits: String = mant.chars().filter(char::is_ascii_digit).collect();
-        let n = digits.len() as i32;
-        if (-4..16).contains(&exp) {
-            if exp < 0 {
-                format!("{sign}0.{}{digits}", "0".repeat((-exp - 1) as usize))
-            } else if exp + 1 >= n {
-                format!("{sign}{digits}{}.0", "0".repeat((exp + 1 - n) as usize))
-            } else {
-                let (a, b) = digits.split_at((exp + 1) as usize);
-                format!("{sign}{a}.{b}")
-            }
-        } else {
-            let (first, rest) = digits.split_at(1);
-            let mant = if rest.is_empty() { first.to_string() } else { format!("{first}.{rest}") };
-            format!("{sign}{mant}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-        }
-    }
-
-    #[test]
-    fn repr_agrees_with_exact_formatting() {
-        // Random bit patterns (every exponent), values near the positional/scientific borders
-        // and float32 values widened to f64 (what dumps mostly hold), including exact ties.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        // 23.6343536376953125 is exactly halfway between two 16-digit decimals.
-        let tie: f64 = "23.6343536376953125".parse().unwrap();
-        let mut values = vec![tie, 1e-4, 9.999999999999999e-5, 1e16, 9999999999999998.0, 5e-324];
-        for _ in 0..20_000 {
-            let r = next();
-            values.push(f64::from_bits(r));
-            values.push(f64::from(f32::from_bits(r as u32)));
-            values.push((r % 1_000_000) as f64 / 1024.0);
-        }
-        for x in values.into_iter().filter(|x| x.is_finite() && *x != 0.0) {
-            assert_eq!(float_repr(x), slow_repr(x), "{:e}", x);
-        }
+        // Exactly halfway between two 16-digit decimals: CPython takes the even one.
+        let tie: f64 = "23.6343536376953125".parse().expect("a float");
+        assert_eq!(float_repr(tie), "23.634353637695312");
     }
 
     #[test]
