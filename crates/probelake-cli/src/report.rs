@@ -125,10 +125,10 @@ fn hint(err: &anyhow::Error) -> Option<String> {
 
 /// What to do about a damaged part of a dataset, which depends on the part.
 fn corrupt_hint(location: &str, message: &str) -> Option<&'static str> {
-    Some(if message.contains("upgrade probelake") || message.contains("no probelake dataset here") {
-        // The message already says what to do.
-        return None;
-    } else if location.ends_with("_probelake/manifest.json") {
+    if message.contains("upgrade probelake") || message.contains("no probelake dataset here") {
+        return None; // the message already says what to do
+    }
+    Some(if location.ends_with("_probelake/manifest.json") {
         "the dataset's manifest is damaged; import the run again into a new folder"
     } else if location.contains("_probelake/commits/") {
         "move this commit record out of the dataset to drop its unit (the unit's files become \
