@@ -12,7 +12,6 @@ use std::sync::Arc;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider};
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{DataFrame, SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
@@ -86,12 +85,7 @@ impl RunSession {
             .with_information_schema(true)
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema(CATALOG, &default_schema);
-        // DataFusion caches Parquet footers by object path alone, not by store: two runs holding
-        // files of the same relative path (a copied dataset) would share one footer, and a
-        // damaged file of one could be read with the other's. Footers are small and read once
-        // per scan, so the cache is off.
-        let runtime = RuntimeEnvBuilder::new().with_metadata_cache_limit(0).build_arc()?;
-        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        let ctx = SessionContext::new_with_config(config);
         for f in crate::udf::functions() {
             ctx.register_udf(f.as_ref().clone());
         }

@@ -53,6 +53,16 @@ impl LakeTable {
         let mut fields: Vec<FieldRef> = file_schema.fields().iter().cloned().collect();
         fields.extend(partition_fields.iter().cloned());
         let schema = Arc::new(Schema::new(fields));
+        // DataFusion caches Parquet footers by object path and checks an entry by size and
+        // modification time only. Two runs with files of the same relative path and size (a
+        // copied dataset) would share one footer, and a damaged file of one be read with the
+        // other's; a modification time of the run's own keeps their entries apart.
+        let run_stamp = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            store_url.as_str().hash(&mut h);
+            std::time::Duration::from_nanos(h.finish() >> 8)
+        };
         let mut files = Vec::new();
         for record in units {
             for file in record.files_of(table) {
@@ -72,6 +82,7 @@ impl LakeTable {
                     .with_partition_values(values)
                     .with_statistics(Arc::new(stats));
                 pf.object_meta.location = location;
+                pf.object_meta.last_modified += run_stamp;
                 files.push(pf);
             }
         }
