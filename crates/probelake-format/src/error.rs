@@ -69,21 +69,6 @@ pub enum FormatError {
         /// The file.
         path: PathBuf,
     },
-    /// Two units of a dataset would be exported to the same file: they were imported from one
-    /// file under different `--step`/`--stage`/`--rank` values.
-    #[error(
-        "{}: both {first} and {second} export to this file (they were imported from the same file); \
-         export them one at a time with --step, --stage or --rank",
-        path.display()
-    )]
-    SamePath {
-        /// The file both would write.
-        path: PathBuf,
-        /// The unit exported first.
-        first: String,
-        /// The unit that would overwrite it.
-        second: String,
-    },
     /// The object store refused or failed an operation.
     #[error("{location}: {source}")]
     Store {

@@ -44,9 +44,15 @@ impl OutputTree {
         &self.root
     }
 
-    /// Writes `bytes` to `rel` (relative, plain components only) atomically: a temporary file
-    /// in the same folder, renamed into place.
-    pub fn write(&mut self, rel: &Path, bytes: &[u8]) -> Result<()> {
+    /// Checks that `rel` can be written without writing it: a plain relative path, not written
+    /// by this tree already (two units of one export on one file), not a folder, and, unless
+    /// the tree overwrites, not an existing file. [`OutputTree::write`] checks the same.
+    pub fn check(&self, rel: &Path) -> Result<()> {
+        self.vet(rel).map(|_| ())
+    }
+
+    /// [`OutputTree::check`], returning the full path and whether a file is there.
+    fn vet(&self, rel: &Path) -> Result<(PathBuf, bool)> {
         if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
             return Err(FormatError::Internal(format!("output path {} is not a plain relative path", rel.display())));
         }
@@ -68,6 +74,13 @@ impl OutputTree {
         if exists && !self.overwrite {
             return Err(FormatError::Exists { path });
         }
+        Ok((path, exists))
+    }
+
+    /// Writes `bytes` to `rel` (relative, plain components only) atomically: a temporary file
+    /// in the same folder, renamed into place.
+    pub fn write(&mut self, rel: &Path, bytes: &[u8]) -> Result<()> {
+        let (path, exists) = self.vet(rel)?;
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
         self.create_dirs(&dir)?;
         let tmp = dir.join(format!(".{}.probelake-tmp", uuid::Uuid::new_v4().simple()));

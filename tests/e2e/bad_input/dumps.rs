@@ -346,6 +346,9 @@ fn stage_names_with_slashes_dots_percents_spaces_and_unicode_stay_inside_and_rou
     let mut want: Vec<String> = stages.iter().map(|s| s.to_string()).collect();
     want.sort();
     assert_eq!(got, want);
+    // All stages at once would put every unit's file on one path: refused, even with --force.
+    assert_refused(root, &os(&["export", "ds", "all-back"]), &["two units would write this same file"]);
+    assert_refused(root, &os(&["export", "ds", "all-back", "--force"]), &["two units would write this same file"]);
     for stage in stages {
         let back = root.join("back");
         cli::ok([OsStr::new("export"), ds.as_os_str(), back.as_os_str(), OsStr::new("--stage"), OsStr::new(stage)]);

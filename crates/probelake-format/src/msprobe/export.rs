@@ -1,7 +1,7 @@
 //! `export`: a dataset back into the msprobe folder tree it came from, byte for byte.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
@@ -82,24 +82,12 @@ async fn export_into(
     let records: Vec<CommitRecord> = lake.units().await?.into_iter().filter(|r| options.selects(&r.unit)).collect();
     progress.start(records.iter().map(|r| r.counts.json_bytes).sum(), records.len());
     let mut report = ExportReport::default();
-    // Which unit wrote each file: with --force a second unit would silently overwrite it.
-    let mut writers: HashMap<PathBuf, &Unit> = HashMap::new();
     for record in &records {
         let files = render_unit(lake, record).await?;
+        // Every file of the unit checked before any is written: an existing file (without
+        // --force) or one an earlier unit wrote fails before work the rollback would undo.
         for (rel, _) in &files {
-            if let Some(first) = writers.insert(rel.clone(), &record.unit) {
-                return Err(FormatError::SamePath {
-                    path: tree.root().join(rel),
-                    first: first.to_string(),
-                    second: record.unit.to_string(),
-                });
-            }
-        }
-        if !options.force {
-            // Checked before writing the unit: the common mistake fails before any work.
-            if let Some((rel, _)) = files.iter().find(|(rel, _)| tree.root().join(rel).exists()) {
-                return Err(FormatError::Exists { path: tree.root().join(rel) });
-            }
+            tree.check(rel)?;
         }
         for (rel, bytes) in &files {
             tree.write(rel, bytes)?;
