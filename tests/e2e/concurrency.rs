@@ -25,7 +25,8 @@ struct Target {
 impl Target {
     fn command<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_probelake"));
-        command.args(args).envs(self.env.iter().cloned());
+        command.args(args);
+        crate::moto::with_only(&mut command, self.env.clone());
         command
     }
 

@@ -98,3 +98,23 @@ pub fn assert_committed_units_whole(ds: &Path) -> Vec<probelake::format::CommitR
     assert_eq!(counted, Some(leaves.to_string()), "sql sees exactly the committed rows");
     units
 }
+
+/// Leftovers of killed writes are invisible to probelake but not to plain Parquet readers:
+/// `vacuum --older-than 0s` on the local dataset `ds` must leave exactly the data files the
+/// commit records name, and every committed unit whole. Returns the committed units.
+pub fn assert_vacuum_leaves_only_named_files(ds: &Path) -> Vec<probelake::format::CommitRecord> {
+    let before = assert_committed_units_whole(ds).len();
+    let ds_text = ds.to_string_lossy().into_owned();
+    let report = crate::cli::ok(["vacuum", &ds_text, "--older-than", "0s"]);
+    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    let data_files: Vec<PathBuf> = files_below(ds)
+        .into_iter()
+        .filter(|f| !f.starts_with("_probelake") && f.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    let units = assert_committed_units_whole(ds);
+    let mut named: Vec<PathBuf> = units.iter().flat_map(|r| r.files.iter().map(|f| PathBuf::from(&f.path))).collect();
+    named.sort();
+    assert_eq!(data_files, named, "{report}");
+    assert_eq!(units.len(), before);
+    units
+}

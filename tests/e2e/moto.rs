@@ -124,10 +124,7 @@ impl Moto {
     {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_probelake"));
         cmd.args(args);
-        for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
-            cmd.env_remove(key);
-        }
-        cmd.envs(self.env());
+        with_only(&mut cmd, self.env());
         cmd
     }
 
@@ -149,6 +146,15 @@ impl Moto {
     pub fn resume(&self) {
         signal(self.child.id(), "-CONT");
     }
+}
+
+/// Sets `env` on `cmd` and removes every other `AWS_*` variable of the caller, so the command
+/// reaches only the server the test means (or, with no `env`, no configured one).
+pub fn with_only(cmd: &mut Command, env: Vec<(&'static str, String)>) {
+    for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
+        cmd.env_remove(key);
+    }
+    cmd.envs(env);
 }
 
 fn signal(pid: u32, sig: &str) {

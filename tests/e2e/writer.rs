@@ -3,7 +3,6 @@
 //! statistics and checksums; `sql` and `compare` work on its datasets; and a `kill -9` of the
 //! `synthetic_training` example leaves every committed unit whole and no partial one visible.
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use probelake::format::json::{parse, write_compact, Node, Value as Json};
@@ -14,7 +13,9 @@ use probelake::writer::device::simulated::SimulatedDevice;
 use probelake::writer::{DType, Entry, Lake, SummaryMode, Task, Tensor, TensorSource, Value, WriterOptions};
 
 use crate::cli;
-use crate::fixtures::{assert_committed_units_whole, assert_same_bytes, files_below, root};
+use crate::fixtures::{
+    assert_committed_units_whole, assert_same_bytes, assert_vacuum_leaves_only_named_files, files_below, root,
+};
 
 fn sql_as(ds: &Path, query: &str, format: &str) -> String {
     let out =
@@ -531,19 +532,10 @@ fn kill_9_of_the_example_at_many_points_leaves_whole_units_and_vacuum_cleans_up(
         if !ds.join("_probelake/manifest.json").exists() {
             continue; // killed before its first commit: nothing is visible
         }
-        let units = assert_committed_units_whole(&ds);
-        assert!(!units.is_empty() || seen == 0, "kill {kill}: {seen} commits seen, none visible");
         // Files of the unit being written when the process died are invisible; vacuum removes
         // exactly those and leaves every named file.
-        let named: std::collections::BTreeSet<PathBuf> =
-            units.iter().flat_map(|r| r.files.iter().map(|f| PathBuf::from(&f.path))).collect();
-        cli::ok([OsStr::new("vacuum"), ds.as_os_str(), OsStr::new("--older-than"), OsStr::new("0s"), OsStr::new("-q")]);
-        let left: std::collections::BTreeSet<PathBuf> = files_below(&ds)
-            .into_iter()
-            .filter(|f| !f.starts_with("_probelake") && f.extension().is_some_and(|e| e == "parquet"))
-            .collect();
-        assert_eq!(left, named, "kill {kill}: vacuum left other files than the records name");
-        assert_eq!(assert_committed_units_whole(&ds).len(), units.len());
+        let units = assert_vacuum_leaves_only_named_files(&ds);
+        assert!(!units.is_empty() || seen == 0, "kill {kill}: {seen} commits seen, none visible");
     }
     // The re-run over the same dataset succeeds, and what it wrote exports.
     let out = example("2").output().expect("the example runs");

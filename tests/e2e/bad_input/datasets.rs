@@ -36,6 +36,12 @@ fn rewrite(path: &Path, edit: impl FnOnce(String) -> String) {
     std::fs::write(path, edit(text)).expect("write");
 }
 
+/// Keeps the first `1/fraction` of the file at `path`.
+fn cut(path: &Path, fraction: usize) {
+    let bytes = std::fs::read(path).expect("read");
+    std::fs::write(path, &bytes[..bytes.len() / fraction]).expect("write");
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name().expect("a name").to_string_lossy().into_owned()
 }
@@ -45,9 +51,7 @@ const DAMAGES: &[Damage] = &[
         name: "manifest cut short",
         in_data_file: false,
         apply: |d| {
-            let m = d.join("_probelake/manifest.json");
-            let bytes = std::fs::read(&m).expect("manifest");
-            std::fs::write(&m, &bytes[..bytes.len() / 2]).expect("write");
+            cut(&d.join("_probelake/manifest.json"), 2);
             "manifest.json".into()
         },
     },
@@ -74,8 +78,7 @@ const DAMAGES: &[Damage] = &[
         in_data_file: false,
         apply: |d| {
             let r = first_record(d);
-            let bytes = std::fs::read(&r).expect("record");
-            std::fs::write(&r, &bytes[..bytes.len() / 3]).expect("write");
+            cut(&r, 3);
             file_name(&r)
         },
     },
@@ -104,8 +107,7 @@ const DAMAGES: &[Damage] = &[
         in_data_file: true,
         apply: |d| {
             let f = d.join(first_data_file(d));
-            let bytes = std::fs::read(&f).expect("data file");
-            std::fs::write(&f, &bytes[..bytes.len() / 2]).expect("write");
+            cut(&f, 2);
             file_name(&f)
         },
     },
