@@ -226,7 +226,8 @@ impl TableProvider for LakeTable {
         }
         let groups = contiguous_groups(kept, state.config().target_partitions());
         let (groups, statistics) = compute_all_files_statistics(groups, Arc::clone(&self.schema), true, false)?;
-        let format = ParquetFormat::default();
+        // The session's `datafusion.execution.parquet.*` settings (SET in SQL) apply here too.
+        let format = ParquetFormat::default().with_options(state.default_table_options().parquet);
         let table_schema = TableSchema::builder(Arc::clone(&self.file_schema))
             .with_table_partition_cols(self.partition_fields.clone())
             .build();
