@@ -522,13 +522,33 @@ impl Lake {
 
     /// Reads one data file.
     pub async fn read_file(&self, file: &DataFile) -> Result<Vec<RecordBatch>> {
+        self.fetch_file(file).await?.decode()
+    }
+
+    /// Reads one data file's bytes without decoding them, so that the decoding (all CPU) can
+    /// run on another thread: [`FetchedFile::decode`].
+    pub async fn fetch_file(&self, file: &DataFile) -> Result<FetchedFile> {
         let path = self.absolute(&file.path);
         let location = self.location(&path);
         let bytes = self.store.get(&path).await.map_err(|e| FormatError::store(&location, e))?;
         let bytes = bytes.bytes().await.map_err(|e| FormatError::store(&location, e))?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        Ok(FetchedFile { location, bytes })
+    }
+}
+
+/// A data file's bytes as [`Lake::fetch_file`] read them, not yet decoded.
+#[derive(Debug, Clone)]
+pub struct FetchedFile {
+    location: String,
+    bytes: Bytes,
+}
+
+impl FetchedFile {
+    /// Decodes the Parquet file into record batches.
+    pub fn decode(self) -> Result<Vec<RecordBatch>> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(self.bytes)
             .and_then(|b| b.with_batch_size(64 * 1024).build())
-            .map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
+            .map_err(|source| FormatError::Parquet { location: self.location, source })?;
         let batches: std::result::Result<Vec<_>, _> = reader.collect();
         Ok(batches?)
     }

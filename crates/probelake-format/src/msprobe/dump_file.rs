@@ -451,6 +451,18 @@ pub fn render_parsed(parsed: &ParsedDump<'_>, source: &[u8], out: &mut Vec<u8>) 
     no_more_leaves(rows.next().is_some())
 }
 
+/// Lays out a dump file from its skeleton as [`render`] does, with `fill` writing the next
+/// leaf at the depth it is given (false when it has none left); the caller checks with
+/// [`no_more_leaves`] that none is left over. Export renders leaves from its columns this way.
+pub(crate) fn render_holes(
+    skeleton: &str,
+    layout: Layout,
+    out: &mut Vec<u8>,
+    fill: &mut dyn FnMut(&mut Vec<u8>, usize) -> bool,
+) -> Result<(), CodecError> {
+    fill_skeleton(skeleton, layout, out, fill)
+}
+
 /// Writes the skeleton with `fill` writing each hole; `fill` returns false when it has no leaf.
 fn fill_skeleton(
     skeleton: &str,
@@ -477,7 +489,7 @@ fn fill_skeleton(
     Ok(())
 }
 
-fn no_more_leaves(more: bool) -> Result<(), CodecError> {
+pub(crate) fn no_more_leaves(more: bool) -> Result<(), CodecError> {
     if more {
         return Err(CodecError::Corrupt {
             location: "dump".into(),

@@ -3,20 +3,22 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, AsArray, BooleanArray, Float64Array, ListArray, RecordBatch, StringArray};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 
 use crate::error::{FormatError, Result};
 use crate::json::Layout;
-use crate::lake::{CommitRecord, Lake};
+use crate::lake::{CommitRecord, FetchedFile, Lake};
 use crate::layout::{Table, Unit};
 use crate::output_tree::OutputTree;
 use crate::tensor_file::{write_tensor_file, ContainerMeta, TensorData};
 
 use super::columns::Origin;
 use super::construct::{render_construct, ConstructRow};
-use super::dump_file::render;
+use super::dump_file::{no_more_leaves, render_holes};
 use super::import::Progress;
 use super::leaf::Leaf;
 use super::stack::{render_stack, StackFormat, StackRow};
@@ -82,22 +84,184 @@ async fn export_into(
     let records: Vec<CommitRecord> = lake.units().await?.into_iter().filter(|r| options.selects(&r.unit)).collect();
     progress.start(records.iter().map(|r| r.counts.json_bytes).sum(), records.len());
     let mut report = ExportReport::default();
-    for record in &records {
-        let files = render_unit(lake, record).await?;
-        // Every file of the unit checked before any is written: an existing file (without
-        // --force) or one an earlier unit wrote fails before work the rollback would undo.
-        for (rel, _) in &files {
-            tree.check(rel)?;
+    // Units are rendered a wave at a time, one per thread (decoding and rendering are all
+    // CPU), and written in order before the next wave, so memory holds a wave's files rather
+    // than the whole export's. Writing stays on this thread and in unit order: what is
+    // written, the checks below and the first error reported are those of a one-by-one export.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
+    for wave in records.chunks(threads) {
+        let mut fetched = Vec::with_capacity(wave.len());
+        for record in wave {
+            let unit = fetch_unit(lake, record).await;
+            let failed = unit.is_err();
+            fetched.push(unit);
+            if failed {
+                break;
+            }
         }
-        for (rel, bytes) in &files {
-            tree.write(rel, bytes)?;
-            report.bytes += bytes.len() as u64;
+        for (record, files) in wave.iter().zip(render_units(fetched)) {
+            let files = files?;
+            // Every file of the unit checked before any is written: an existing file (without
+            // --force) or one an earlier unit wrote fails before work the rollback would undo.
+            for (rel, _) in &files {
+                tree.check(rel)?;
+            }
+            for (rel, bytes) in &files {
+                tree.write(rel, bytes)?;
+                report.bytes += bytes.len() as u64;
+            }
+            report.files += files.len();
+            report.units += 1;
+            progress.advance(record.counts.json_bytes);
         }
-        report.files += files.len();
-        report.units += 1;
-        progress.advance(record.counts.json_bytes);
     }
     Ok(report)
+}
+
+/// A unit's files: (relative path, bytes).
+type UnitFiles = Vec<(PathBuf, Vec<u8>)>;
+
+/// Renders `units`, one thread each; results come back in `units` order. A unit that failed
+/// to fetch is its error. After a failure, units after it that have not started are skipped
+/// (their slot is an error no caller reaches: the caller stops at the first error in order);
+/// every unit before it is rendered, so the first error in order is always a real one.
+fn render_units(units: Vec<Result<FetchedUnit>>) -> Vec<Result<UnitFiles>> {
+    if units.len() <= 1 {
+        return units.into_iter().map(|u| u.and_then(render_fetched)).collect();
+    }
+    let first_failure = AtomicUsize::new(units.iter().position(Result::is_err).unwrap_or(usize::MAX));
+    let next = AtomicUsize::new(0);
+    let threads = units.len();
+    let jobs: Vec<Mutex<Option<Result<FetchedUnit>>>> = units.into_iter().map(|u| Mutex::new(Some(u))).collect();
+    let slots: Vec<Mutex<Option<Result<UnitFiles>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let (Some(job), Some(slot)) = (jobs.get(i), slots.get(i)) else { break };
+                if i > first_failure.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Some(unit) = job.lock().ok().and_then(|mut j| j.take()) else { continue };
+                let rendered = unit.and_then(render_fetched);
+                if rendered.is_err() {
+                    first_failure.fetch_min(i, Ordering::Relaxed);
+                }
+                if let Ok(mut slot) = slot.lock() {
+                    *slot = Some(rendered);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Err(FormatError::Internal("unit not rendered: an earlier unit failed".into())))
+        })
+        .collect()
+}
+
+/// The `dump` table's leaf columns of one batch, looked up and type-checked once.
+struct LeafColumns<'b> {
+    kind: &'b StringArray,
+    dtype: &'b StringArray,
+    md5: &'b StringArray,
+    data_name: &'b StringArray,
+    value: &'b StringArray,
+    raw: &'b StringArray,
+    shape: &'b ListArray,
+    dim_values: &'b [i64],
+    stats: [&'b Float64Array; 4],
+    requires_grad: &'b BooleanArray,
+}
+
+impl<'b> LeafColumns<'b> {
+    fn new(batch: &'b RecordBatch) -> Result<Self> {
+        let t = Table::Dump;
+        let string = |name: &str| column(batch, name, t)?.as_string_opt::<i32>().ok_or_else(|| type_error(t, name));
+        let float =
+            |name: &str| column(batch, name, t)?.as_primitive_opt::<Float64Type>().ok_or_else(|| type_error(t, name));
+        let shape = column(batch, "shape", t)?.as_list_opt::<i32>().ok_or_else(|| type_error(t, "shape"))?;
+        Ok(LeafColumns {
+            kind: string("kind")?,
+            dtype: string("dtype")?,
+            md5: string("md5")?,
+            data_name: string("data_name")?,
+            value: string("value")?,
+            raw: string("raw")?,
+            shape,
+            dim_values: shape.values().as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "shape"))?.values(),
+            stats: [float("max")?, float("min")?, float("mean")?, float("norm")?],
+            requires_grad: column(batch, "requires_grad", t)?
+                .as_boolean_opt()
+                .ok_or_else(|| type_error(t, "requires_grad"))?,
+        })
+    }
+
+    /// Sets `leaf` to row `i`. The shape's vector is reused (kept in `spare` while a row has no
+    /// shape) rather than allocated per row.
+    fn fill(&self, i: usize, leaf: &mut Leaf<'b>, spare: &mut Vec<i64>) -> Result<()> {
+        let text = |col: &'b StringArray| col.is_valid(i).then(|| Cow::Borrowed(col.value(i)));
+        leaf.kind = text(self.kind);
+        leaf.dtype = text(self.dtype);
+        leaf.md5 = text(self.md5);
+        leaf.data_name = text(self.data_name);
+        leaf.value = text(self.value);
+        leaf.raw = text(self.raw);
+        let mut dims = leaf.shape.take().unwrap_or_else(|| std::mem::take(spare));
+        if !self.shape.is_valid(i) {
+            *spare = dims;
+        } else {
+            let offsets = self.shape.value_offsets();
+            let range = offsets
+                .get(i)
+                .zip(offsets.get(i + 1))
+                .and_then(|(&a, &b)| self.dim_values.get(usize::try_from(a).ok()?..usize::try_from(b).ok()?))
+                .ok_or_else(|| type_error(Table::Dump, "shape"))?;
+            dims.clear();
+            dims.extend_from_slice(range);
+            leaf.shape = Some(dims);
+        }
+        for (slot, col) in leaf.stats.iter_mut().zip(self.stats) {
+            *slot = col.is_valid(i).then(|| col.value(i));
+        }
+        let rg = self.requires_grad;
+        leaf.requires_grad = rg.is_valid(i).then(|| rg.value(i));
+        Ok(())
+    }
+}
+
+/// Lays out one dump file from its skeleton, rendering the leaf at each of `places` from
+/// `columns` (one entry per dump batch) into one reused [`Leaf`].
+fn render_leaves(
+    skeleton: &str,
+    layout: Layout,
+    places: &[(Origin, i64, i32, usize, usize)],
+    columns: &[LeafColumns<'_>],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut leaf = Leaf::default();
+    let mut spare = Vec::new();
+    let mut failure = None;
+    let mut next = places.iter();
+    render_holes(skeleton, layout, out, &mut |out, depth| {
+        let Some(&(_, _, _, b, i)) = next.next() else { return false };
+        let filled = columns.get(b).ok_or_else(|| FormatError::Internal("dump batch out of range".into()));
+        match filled.and_then(|c| c.fill(i, &mut leaf, &mut spare)) {
+            Ok(()) => leaf.render(out, layout, depth),
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
+        true
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(no_more_leaves(next.next().is_some())?)
 }
 
 /// A relative path from the dataset, refused if it could leave the export folder.
@@ -114,10 +278,29 @@ fn safe_relative(location: &str, rel: &str) -> Result<PathBuf> {
     }
 }
 
-async fn read_table(lake: &Lake, record: &CommitRecord, table: Table) -> Result<Vec<RecordBatch>> {
+/// One unit's data files, read but not decoded: [`render_fetched`] decodes them on any thread.
+struct FetchedUnit {
+    location: String,
+    /// The files of each table, in [`TABLES`] order.
+    tables: [Vec<FetchedFile>; 5],
+}
+
+const TABLES: [Table; 5] = [Table::Source, Table::Dump, Table::Stack, Table::Construct, Table::Tensor];
+
+async fn fetch_unit(lake: &Lake, record: &CommitRecord) -> Result<FetchedUnit> {
+    let mut tables: [Vec<FetchedFile>; 5] = Default::default();
+    for (files, table) in tables.iter_mut().zip(TABLES) {
+        for file in record.files_of(table) {
+            files.push(lake.fetch_file(file).await?);
+        }
+    }
+    Ok(FetchedUnit { location: format!("{} ({})", lake.display(), record.unit), tables })
+}
+
+fn decode(files: Vec<FetchedFile>) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
-    for file in record.files_of(table) {
-        out.extend(lake.read_file(file).await?);
+    for file in files {
+        out.extend(file.decode()?);
     }
     Ok(out)
 }
@@ -164,66 +347,31 @@ fn layout_of(indent: Option<i32>) -> Layout {
 
 /// Renders every file of one unit: (relative path, bytes).
 pub async fn render_unit(lake: &Lake, record: &CommitRecord) -> Result<Vec<(PathBuf, Vec<u8>)>> {
-    let location = format!("{} ({})", lake.display(), record.unit);
-    let sources = read_table(lake, record, Table::Source).await?;
-    let dumps = read_table(lake, record, Table::Dump).await?;
-    let stacks = read_table(lake, record, Table::Stack).await?;
-    let constructs = read_table(lake, record, Table::Construct).await?;
-    let tensors = read_table(lake, record, Table::Tensor).await?;
+    render_fetched(fetch_unit(lake, record).await?)
+}
 
-    // Leaves of every dump file, in (seq, leaf) order across the API-family files.
-    let mut leaves: BTreeMap<Origin, Vec<(i64, i32, Leaf<'_>)>> = BTreeMap::new();
-    for batch in &dumps {
+fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
+    let FetchedUnit { location, tables: [sources, dumps, stacks, constructs, tensors] } = unit;
+    let (sources, dumps, stacks) = (decode(sources)?, decode(dumps)?, decode(stacks)?);
+    let (constructs, tensors) = (decode(constructs)?, decode(tensors)?);
+
+    // Where each dump file's leaves are: (origin, seq, leaf, batch, row) sorted, so each origin's
+    // leaves are one run in (seq, leaf) order across the API-family files (ties in table order).
+    // A leaf is rendered straight from its batch's columns when its place comes up.
+    let leaf_columns = dumps.iter().map(LeafColumns::new).collect::<Result<Vec<_>>>()?;
+    let mut places: Vec<(Origin, i64, i32, usize, usize)> = Vec::new();
+    for (b, batch) in dumps.iter().enumerate() {
         let t = Table::Dump;
         let seq = column(batch, "seq", t)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "seq"))?;
         let leaf_no = column(batch, "leaf", t)?.as_primitive_opt::<Int32Type>().ok_or_else(|| type_error(t, "leaf"))?;
-        let (kind, dtype, md5, data_name, value, raw) = (
-            strs(batch, "kind", t)?,
-            strs(batch, "dtype", t)?,
-            strs(batch, "md5", t)?,
-            strs(batch, "data_name", t)?,
-            strs(batch, "value", t)?,
-            strs(batch, "raw", t)?,
-        );
-        let shape = column(batch, "shape", t)?.as_list_opt::<i32>().ok_or_else(|| type_error(t, "shape"))?;
-        let stats: Vec<_> = ["max", "min", "mean", "norm"]
-            .iter()
-            .map(|c| {
-                column(batch, c, t).and_then(|a| a.as_primitive_opt::<Float64Type>().ok_or_else(|| type_error(t, c)))
-            })
-            .collect::<Result<_>>()?;
-        let rg = column(batch, "requires_grad", t)?.as_boolean_opt().ok_or_else(|| type_error(t, "requires_grad"))?;
-        // Sliced out of the flat values by offset: `shape.value(i)` would build an array per row.
-        let dim_values = shape.values().as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "shape"))?.values();
-        let dim_offsets = shape.value_offsets();
-        let origin = origins(batch, t)?;
-        for i in 0..batch.num_rows() {
-            let dims = if shape.is_valid(i) {
-                let range = dim_offsets
-                    .get(i)
-                    .zip(dim_offsets.get(i + 1))
-                    .and_then(|(&a, &b)| dim_values.get(usize::try_from(a).ok()?..usize::try_from(b).ok()?));
-                Some(range.ok_or_else(|| type_error(t, "shape"))?.to_vec())
-            } else {
-                None
-            };
-            let stat = |k: usize| stats.get(k).and_then(|a| a.is_valid(i).then(|| a.value(i)));
-            let leaf = Leaf {
-                kind: kind(i).map(Cow::Borrowed),
-                dtype: dtype(i).map(Cow::Borrowed),
-                shape: dims,
-                stats: [stat(0), stat(1), stat(2), stat(3)],
-                requires_grad: rg.is_valid(i).then(|| rg.value(i)),
-                md5: md5(i).map(Cow::Borrowed),
-                data_name: data_name(i).map(Cow::Borrowed),
-                value: value(i).map(Cow::Borrowed),
-                raw: raw(i).map(Cow::Borrowed),
-            };
-            leaves.entry(origin(i)).or_default().push((seq.value(i), leaf_no.value(i), leaf));
-        }
+        let (seq, leaf_no) = (seq.values(), leaf_no.values());
+        let origin = origins(batch, Table::Dump)?;
+        places.extend((0..batch.num_rows()).map(|i| (origin(i), seq[i], leaf_no[i], b, i)));
     }
-    for list in leaves.values_mut() {
-        list.sort_by_key(|(s, l, _)| (*s, *l));
+    places.sort_unstable();
+    let mut runs: BTreeMap<Origin, std::ops::Range<usize>> = BTreeMap::new();
+    for (at, place) in places.iter().enumerate() {
+        runs.entry(place.0).and_modify(|r| r.end = at + 1).or_insert(at..at + 1);
     }
 
     let mut stack_rows: BTreeMap<Origin, Vec<StackRow<'_>>> = BTreeMap::new();
@@ -281,10 +429,10 @@ pub async fn render_unit(lake: &Lake, record: &CommitRecord) -> Result<Vec<(Path
             let bytes = if original.is_valid(i) {
                 original.value(i).to_vec()
             } else {
-                let mut buf = Vec::new();
                 let layout = layout_of(indent.is_valid(i).then(|| indent.value(i)));
-                let list = leaves.get(&origin).map(Vec::as_slice).unwrap_or_default();
-                render(skeleton.value(i), layout, list.iter().map(|(_, _, l)| l), &mut buf)?;
+                let run = runs.get(&origin).cloned().unwrap_or_default();
+                let mut buf = Vec::new();
+                render_leaves(skeleton.value(i), layout, &places[run], &leaf_columns, &mut buf)?;
                 buf
             };
             out.push((rel, bytes));
@@ -361,4 +509,90 @@ pub async fn render_unit(lake: &Lake, record: &CommitRecord) -> Result<Vec<(Path
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msprobe::{import, ImportOptions, NoProgress};
+    use crate::synth::{write_run, SynthSpec};
+
+    /// Every file below `root`, relative, with its bytes, in path order.
+    fn files_below(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    out.insert(path.strip_prefix(root).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// A synthesized run of six units (two steps, three stages), imported into a dataset.
+    async fn six_units(dir: &Path) -> (PathBuf, Lake) {
+        let tree = dir.join("tree");
+        write_run(&SynthSpec::demo(), &tree).unwrap();
+        let lake = Lake::local(&dir.join("ds")).unwrap();
+        import(&tree, &lake, &ImportOptions::default(), &NoProgress).await.unwrap();
+        (tree, lake)
+    }
+
+    #[tokio::test]
+    async fn units_exported_in_waves_give_the_tree_back_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, lake) = six_units(dir.path()).await;
+        let out = dir.path().join("out");
+        let report = export(&lake, &out, &ExportOptions::default(), &NoProgress).await.unwrap();
+        let (want, got) = (files_below(&tree), files_below(&out));
+        assert_eq!(report.units, 6);
+        assert_eq!(report.files, got.len());
+        assert_eq!(report.bytes, got.values().map(|b| b.len() as u64).sum::<u64>());
+        assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
+        for (path, bytes) in &want {
+            assert!(got.get(path) == Some(bytes), "{} differs", path.display());
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_broken_unit_in_order_is_the_error_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, lake) = six_units(dir.path()).await;
+        let records = lake.units().await.unwrap();
+        // Units 2 and 4 (0-based) broken: their dump files are no longer Parquet. Unit 1 sits
+        // in the same wave as unit 2 and must be rendered; unit 2's error must win over 4's.
+        let broken = |k: usize| records[k].files_of(Table::Dump).next().unwrap().path.clone();
+        for k in [2, 4] {
+            std::fs::write(dir.path().join("ds").join(broken(k)), b"not parquet").unwrap();
+        }
+        let out = dir.path().join("out");
+        for _ in 0..3 {
+            let err = export(&lake, &out, &ExportOptions::default(), &NoProgress).await.unwrap_err();
+            let FormatError::Parquet { location, .. } = &err else { panic!("{err}") };
+            assert!(location.ends_with(&broken(2)), "{location}");
+            assert!(!out.exists(), "a failed export left files behind");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_unit_meeting_an_existing_file_stops_the_export_before_it_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, lake) = six_units(dir.path()).await;
+        let out = dir.path().join("out");
+        export(&lake, &out, &ExportOptions::default(), &NoProgress).await.unwrap();
+        // One unit's dump.json is already there (not the first unit's, so units before it in
+        // its wave or earlier waves are written before the refusal and must be rolled back).
+        let kept = files_below(&tree).into_keys().filter(|p| p.ends_with("dump.json")).nth(3).unwrap();
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::create_dir_all(out.join(kept.parent().unwrap())).unwrap();
+        std::fs::write(out.join(&kept), b"mine").unwrap();
+        let err = export(&lake, &out, &ExportOptions::default(), &NoProgress).await.unwrap_err();
+        assert!(matches!(&err, FormatError::Exists { path } if path.ends_with(&kept)), "{err}");
+        assert_eq!(files_below(&out).into_iter().collect::<Vec<_>>(), [(kept, b"mine".to_vec())]);
+    }
 }

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use crate::json::{
-    parse, write_compact, write_f64, write_node, write_str, ArrayWriter, Layout, Node, ObjectWriter, Value,
+    parse, write_compact, write_f64, write_i64, write_node, write_str, ArrayWriter, Layout, Node, ObjectWriter, Value,
 };
 
 /// A leaf as the `dump` table stores it (its position columns aside).
@@ -277,7 +277,7 @@ impl<'a> Leaf<'a> {
             let mut arr = ArrayWriter::begin(out, layout, depth + 1);
             for d in shape {
                 arr.item(out);
-                out.extend_from_slice(d.to_string().as_bytes());
+                write_i64(out, *d);
             }
             arr.end(out);
         }
