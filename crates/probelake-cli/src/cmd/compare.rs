@@ -8,7 +8,7 @@ use probelake_format::layout::encode_partition_value;
 use probelake_format::msprobe::{import, ImportOptions, NoProgress};
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
-use probelake_query::compare::{compare_unit, CompareMode, CompareOptions, UnitComparison};
+use probelake_query::compare::{CompareMode, CompareOptions, RunPair, UnitComparison};
 
 use super::Context;
 use crate::uri::{local_dir, open_lake};
@@ -188,10 +188,9 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let opts = CompareOptions { mode };
     let mut errors = 0usize;
     let mut results = Vec::with_capacity(pairs.len());
+    let runs = RunPair::open(&target.lake, &golden.lake).await.context("opening the two runs")?;
     for (t, g) in &pairs {
-        let result = compare_unit(&target.lake, t, &golden.lake, g, &opts)
-            .await
-            .with_context(|| format!("comparing {}", t.unit))?;
+        let result = runs.compare(t, g, &opts).await.with_context(|| format!("comparing {}", t.unit))?;
         errors += count_errors(&result);
         results.push((&t.unit, result));
     }

@@ -1,7 +1,7 @@
 //! `probelake compare`: msprobe's two-dump comparison (`msprobe compare -tp … -gp …`,
 //! mindstudio-probe 26.2) reproduced cell for cell from two probelake datasets.
 //!
-//! One [`compare_unit`] call compares one unit of the target (NPU) run with one unit of the
+//! One [`compare_unit`] call (or [`RunPair::compare`], for many units) compares one unit of the target (NPU) run with one unit of the
 //! golden (bench) run and returns the rows msprobe's CSV would hold; [`UnitComparison::write_csv`]
 //! writes them as pandas does. The rules behind every cell are in `docs/compare.md`.
 //!
@@ -28,6 +28,8 @@ mod typed;
 use std::collections::HashMap;
 
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
+
+use crate::session::{Run, RunSession};
 
 pub use self::plan::compare_sql;
 
@@ -186,6 +188,7 @@ fn cv_of_metric(m: &Metric) -> Cv {
 ///
 /// A unit can hold several dump files (inner steps, processes); they are paired by position
 /// in (inner_step, pid) order, as msprobe pairs rank folders, and their rows concatenated.
+/// To compare many units, open a [`RunPair`] once: this opens one per call.
 pub async fn compare_unit(
     target: &Lake,
     t: &CommitRecord,
@@ -193,49 +196,89 @@ pub async fn compare_unit(
     g: &CommitRecord,
     opts: &CompareOptions,
 ) -> Result<UnitComparison, CompareError> {
-    let plan = plan::run(target, &t.unit, golden, &g.unit).await?;
-    let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
-    if tfiles.is_empty() {
-        return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
+    RunPair::open(target, golden).await?.compare(t, g, opts).await
+}
+
+/// Two datasets opened for comparing unit by unit: one SQL session over both, shared by
+/// every [`RunPair::compare`]. Opening the session lists both datasets' units, so a session
+/// per unit made a whole-run compare quadratic in its number of units.
+///
+/// ```no_run
+/// # async fn demo(target: probelake_format::Lake, golden: probelake_format::Lake) -> Result<(), Box<dyn std::error::Error>> {
+/// use probelake_query::compare::{CompareOptions, RunPair};
+///
+/// let pair = RunPair::open(&target, &golden).await?;
+/// for (t, g) in target.units().await?.iter().zip(&golden.units().await?) {
+///     pair.compare(t, g, &CompareOptions::default()).await?.write_csv(&mut std::io::stdout())?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct RunPair {
+    target: Lake,
+    golden: Lake,
+    session: RunSession,
+}
+
+impl RunPair {
+    /// Opens `target` (the NPU side) and `golden` (the bench side).
+    pub async fn open(target: &Lake, golden: &Lake) -> Result<Self, CompareError> {
+        let runs = vec![Run::new("target", target.clone()), Run::new("golden", golden.clone())];
+        let session = RunSession::open(runs, false).await?;
+        Ok(RunPair { target: target.clone(), golden: golden.clone(), session })
     }
-    if gfiles.is_empty() {
-        return Err(CompareError::NoData { side: "golden", unit: unit_text(&g.unit) });
-    }
-    if tfiles.len() != gfiles.len() {
-        return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
-    }
-    let (tcontext, gcontext) = (read_files(target, t).await?, read_files(golden, g).await?);
-    let mut mode = opts.mode;
-    let mut stack = false;
-    let mut rows = Vec::new();
-    let no_rows = Vec::new();
-    for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
-        let (tctx, gctx) = (tcontext.get(&tfile.key), gcontext.get(&gfile.key));
-        let (tm, gm) = (side_mode(tctx, tfile.has_md5)?, side_mode(gctx, gfile.has_md5)?);
-        if tm != gm {
-            return Err(CompareError::ModeMismatch { target: format!("{tm:?}"), golden: format!("{gm:?}") });
+
+    /// Compares unit `t` of the target with unit `g` of the golden run, as [`compare_unit`].
+    pub async fn compare(
+        &self,
+        t: &CommitRecord,
+        g: &CommitRecord,
+        opts: &CompareOptions,
+    ) -> Result<UnitComparison, CompareError> {
+        let (target, golden) = (&self.target, &self.golden);
+        let plan = plan::run_in(&self.session, &t.unit, &g.unit).await?;
+        let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
+        if tfiles.is_empty() {
+            return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
         }
-        let m = *mode.get_or_insert(tm);
-        stack |= tctx.is_some_and(|f| f.has_stack);
-        let (ttensors, gtensors) = if m == CompareMode::Tensor {
-            (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
-        } else {
-            Default::default()
-        };
-        let matched = plan.rows.get(&file_no).unwrap_or(&no_rows);
-        let empty = DumpFile::default();
-        rows.extend(build_rows(m, tctx.unwrap_or(&empty), matched, &ttensors, &gtensors));
-    }
-    let mode = mode.unwrap_or(CompareMode::Statistics);
-    let header = header(mode, stack);
-    if !stack {
-        let at = header.len() - usize::from(mode == CompareMode::Tensor);
-        for row in &mut rows {
-            row.remove(at);
+        if gfiles.is_empty() {
+            return Err(CompareError::NoData { side: "golden", unit: unit_text(&g.unit) });
         }
+        if tfiles.len() != gfiles.len() {
+            return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
+        }
+        let (tcontext, gcontext) = (read_files(target, t).await?, read_files(golden, g).await?);
+        let mut mode = opts.mode;
+        let mut stack = false;
+        let mut rows = Vec::new();
+        let no_rows = Vec::new();
+        for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
+            let (tctx, gctx) = (tcontext.get(&tfile.key), gcontext.get(&gfile.key));
+            let (tm, gm) = (side_mode(tctx, tfile.has_md5)?, side_mode(gctx, gfile.has_md5)?);
+            if tm != gm {
+                return Err(CompareError::ModeMismatch { target: format!("{tm:?}"), golden: format!("{gm:?}") });
+            }
+            let m = *mode.get_or_insert(tm);
+            stack |= tctx.is_some_and(|f| f.has_stack);
+            let (ttensors, gtensors) = if m == CompareMode::Tensor {
+                (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
+            } else {
+                Default::default()
+            };
+            let matched = plan.rows.get(&file_no).unwrap_or(&no_rows);
+            let empty = DumpFile::default();
+            rows.extend(build_rows(m, tctx.unwrap_or(&empty), matched, &ttensors, &gtensors));
+        }
+        let mode = mode.unwrap_or(CompareMode::Statistics);
+        let header = header(mode, stack);
+        if !stack {
+            let at = header.len() - usize::from(mode == CompareMode::Tensor);
+            for row in &mut rows {
+                row.remove(at);
+            }
+        }
+        let target_files = tfiles.iter().map(|f| f.key).collect();
+        Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
     }
-    let target_files = tfiles.iter().map(|f| f.key).collect();
-    Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
 }
 
 /// The cells of every row of one dump-file pair (with a stack column; removed by the caller

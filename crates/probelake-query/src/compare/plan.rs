@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
-use probelake_format::{Lake, Unit};
+use probelake_format::Unit;
 
 use super::leaf_side::{side_of_leaf, LeafArrays, LEAF_COLUMNS};
 use super::load::FileKey;
 use super::rows::Side;
 use super::CompareError;
-use crate::session::{Run, RunSession};
+use crate::session::RunSession;
 
 /// `step = … AND stage = '…' AND rank = …` for a table alias.
 fn unit_filter(alias: &str, unit: &Unit) -> String {
@@ -177,13 +177,6 @@ fn opt_i64(a: &ArrayRef, i: usize) -> Option<i64> {
 fn opt_str(a: &ArrayRef, i: usize) -> Option<&str> {
     let a = a.as_string::<i32>();
     a.is_valid(i).then(|| a.value(i))
-}
-
-/// Runs the comparison plan of `t` in `target` against `g` in `golden`.
-pub(crate) async fn run(target: &Lake, t: &Unit, golden: &Lake, g: &Unit) -> Result<PlanOutput, CompareError> {
-    let session =
-        RunSession::open(vec![Run::new("target", target.clone()), Run::new("golden", golden.clone())], false).await?;
-    run_in(&session, t, g).await
 }
 
 /// Runs the comparison plan in a session where the two runs are named `target` and `golden`.

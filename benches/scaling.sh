@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# How probelake's cost grows with the size of a dump tree: synth, import, export, compare and
+# first divergence at about 10 MB, 100 MB and 1 GB of dump.json, printed as markdown rows:
+#
+#   | dump.json | files | synth | import | dataset | export | compare | first divergence |
+#
+# Each size is a verl tree of the synthesized 64-layer transformer (3 stages, 1 step) over more
+# ranks: 4.4 MB of dump.json per rank, so 2, 23 and 230 ranks. `compare` and `divergence` run
+# between that run and a second one with the last layer's attention scale off by 1 % (`--bug`),
+# both imported. Times are medians of $RUNS runs (default 3) in seconds, with MB/s of dump.json
+# where it is the input or output. Not part of CI; needs ~2.5 GB of scratch space at 1 GB.
+#
+#   benches/scaling.sh                        # the three sizes
+#   SCALING_RANKS="2 23" RUNS=5 benches/scaling.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-3}
+ranks_list=${SCALING_RANKS:-2 23 230}
+log() { printf '%s\n' "$*" >&2; }
+
+log "building probelake (release)"
+cargo build --release --quiet --bin probelake >&2
+target=${CARGO_TARGET_DIR:-target}
+case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
+probelake="$target/release/probelake"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+now() { date +%s%N; }
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+
+# timed NAME CLEAN CMD...: median seconds of $RUNS runs of CMD, removing CLEAN before each.
+timed() {
+    local name=$1 clean=$2
+    shift 2
+    local times=()
+    for _ in $(seq "$RUNS"); do
+        rm -rf "$clean"
+        local t0 rc=0
+        t0=$(now)
+        "$@" >"$work/$name.log" 2>&1 || rc=$?
+        # probelake compare exits 1 when a row's result is `error`: still a measurement.
+        if [ "$rc" -gt 1 ]; then
+            log "$name failed ($rc):"
+            tail -20 "$work/$name.log" >&2
+            exit 1
+        fi
+        times+=("$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')")
+    done
+    log "$name: ${times[*]} s"
+    printf '%s\n' "${times[@]}" | median
+}
+
+rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.2f s (%.0f MB/s)", s, b / s / 1e6 }'; }
+
+echo "| dump.json | files | synth | import | dataset | export | compare | first divergence |"
+echo "|---|---|---|---|---|---|---|---|"
+for ranks in $ranks_list; do
+    log "== $ranks ranks"
+    base="$work/msprobe/base" bug="$work/msprobe/bug"
+    synth=$(timed synth "$base" "$probelake" synth "$base" --layers 64 --steps 1 --ranks "$ranks" -q)
+    "$probelake" synth "$bug" --layers 64 --steps 1 --ranks "$ranks" --bug -q >&2
+    bytes=$(find "$base" -name dump.json -printf '%s\n' | awk '{ s += $1 } END { print s }')
+    files=$(find "$base" -name dump.json | wc -l)
+    import=$(timed import "$work/lake/base" "$probelake" import "$base" "$work/lake/base" --quiet)
+    "$probelake" import "$bug" "$work/lake/bug" --quiet >&2
+    dataset=$(du -sb "$work/lake/base" | cut -f1)
+    export=$(timed export "$work/export" "$probelake" export "$work/lake/base" "$work/export" --quiet)
+    compare=$(timed compare "$work/compare" "$probelake" compare "$work/lake/bug" "$work/lake/base" -o "$work/compare" --quiet)
+    divergence=$(timed divergence "$work/none" "$probelake" divergence "$work/lake/bug" "$work/lake/base" --format csv)
+    awk -v b="$bytes" -v f="$files" -v s="$synth" -v i="$(rate "$bytes" "$import")" -v d="$dataset" \
+        -v e="$(rate "$bytes" "$export")" -v c="$compare" -v v="$divergence" 'BEGIN {
+            printf "| %.0f MB | %d | %.2f s | %s | %.1f MB (%.1f%%) | %s | %.2f s | %.2f s |\n",
+                b / 1e6, f, s, i, d / 1e6, 100 * d / b, e, c, v }'
+    rm -rf "$work/msprobe" "$work/lake" "$work/export" "$work/compare"
+done
