@@ -261,7 +261,7 @@ fn render_leaves(
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(no_more_leaves(next.next().is_some())?)
+    no_more_leaves(next.next().is_some())
 }
 
 /// A relative path from the dataset, refused if it could leave the export folder.
