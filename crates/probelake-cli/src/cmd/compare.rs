@@ -5,12 +5,13 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use probelake_format::layout::encode_partition_value;
-use probelake_format::msprobe::{import, ImportOptions, NoProgress};
+use probelake_format::msprobe::{import, ImportOptions, NoProgress, Progress as _};
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
 use probelake_query::compare::{CompareMode, CompareOptions, RunPair, UnitComparison};
 
 use super::Context;
+use crate::progress::Bar;
 use crate::uri::{local_dir, open_lake};
 
 /// The compare mode on the command line.
@@ -189,11 +190,16 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let mut errors = 0usize;
     let mut results = Vec::with_capacity(pairs.len());
     let runs = RunPair::open(&target.lake, &golden.lake).await.context("opening the two runs")?;
+    // Counted in the target's dump.json bytes, as import and export count.
+    let bar = Bar::new("comparing", ctx.quiet);
+    bar.start(pairs.iter().map(|(t, _)| t.counts.json_bytes).sum(), pairs.len());
     for (t, g) in &pairs {
         let result = runs.compare(t, g, &opts).await.with_context(|| format!("comparing {}", t.unit))?;
         errors += count_errors(&result);
         results.push((&t.unit, result));
+        bar.advance(t.counts.json_bytes);
     }
+    bar.finish();
     // Written only once every unit compared, and all or nothing, so a failure leaves no partial
     // result folder behind.
     let mut written = Vec::new();
