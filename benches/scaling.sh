@@ -19,16 +19,9 @@ RUNS=${RUNS:-3}
 ranks_list=${SCALING_RANKS:-2 23 230}
 log() { printf '%s\n' "$*" >&2; }
 
-log "building probelake (release)"
-cargo build --release --quiet --bin probelake >&2
-target=${CARGO_TARGET_DIR:-target}
-case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
-probelake="$target/release/probelake"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-now() { date +%s%N; }
-median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+# shellcheck source=benches/side_by_side/common.bash
+. benches/side_by_side/common.bash
+setup_probelake
 
 # timed NAME CLEAN CMD...: median seconds of $RUNS runs of CMD, removing CLEAN before each.
 timed() {

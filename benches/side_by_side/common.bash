@@ -1,6 +1,7 @@
 # Shared by the side-by-side scripts (sourced, not run: side_by_side.sh runs only *.sh).
 # Expects $RUNS and a `log` function from the sourcing script; `setup_tools` sets $venv,
-# $data, $probelake and $work (a scratch folder removed on exit).
+# $data, $probelake and $work (a scratch folder removed on exit), `setup_probelake` only the
+# last two.
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
 venv=${MSPROBE_VENV:-$cache/msprobe-venv}
@@ -13,6 +14,11 @@ setup_tools() {
         python3 -m venv "$venv"
         "$venv/bin/pip" install --quiet mindstudio-probe torch >&2
     fi
+    setup_probelake
+}
+
+# A release build in $probelake and a scratch folder $work (removed on exit).
+setup_probelake() {
     log "building probelake (release)"
     cargo build --release --quiet --bin probelake >&2
     local target=${CARGO_TARGET_DIR:-target}
