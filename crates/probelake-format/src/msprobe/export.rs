@@ -3,8 +3,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use arrow::array::{Array, AsArray, BooleanArray, Float64Array, ListArray, RecordBatch, StringArray};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
@@ -20,6 +18,7 @@ use super::columns::Origin;
 use super::construct::{render_construct, ConstructRow};
 use super::dump_file::{no_more_leaves, render_holes};
 use super::import::Progress;
+use super::in_order::map_in_order;
 use super::leaf::Leaf;
 use super::stack::{render_stack, StackFormat, StackRow};
 
@@ -121,47 +120,10 @@ async fn export_into(
 /// A unit's files: (relative path, bytes).
 type UnitFiles = Vec<(PathBuf, Vec<u8>)>;
 
-/// Renders `units`, one thread each; results come back in `units` order. A unit that failed
-/// to fetch is its error. After a failure, units after it that have not started are skipped
-/// (their slot is an error no caller reaches: the caller stops at the first error in order);
-/// every unit before it is rendered, so the first error in order is always a real one.
+/// Renders `units`, one thread each (see [`map_in_order`]); a unit that failed to fetch is
+/// its error.
 fn render_units(units: Vec<Result<FetchedUnit>>) -> Vec<Result<UnitFiles>> {
-    if units.len() <= 1 {
-        return units.into_iter().map(|u| u.and_then(render_fetched)).collect();
-    }
-    let first_failure = AtomicUsize::new(units.iter().position(Result::is_err).unwrap_or(usize::MAX));
-    let next = AtomicUsize::new(0);
-    let threads = units.len();
-    let jobs: Vec<Mutex<Option<Result<FetchedUnit>>>> = units.into_iter().map(|u| Mutex::new(Some(u))).collect();
-    let slots: Vec<Mutex<Option<Result<UnitFiles>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let (Some(job), Some(slot)) = (jobs.get(i), slots.get(i)) else { break };
-                if i > first_failure.load(Ordering::Relaxed) {
-                    break;
-                }
-                let Some(unit) = job.lock().ok().and_then(|mut j| j.take()) else { continue };
-                let rendered = unit.and_then(render_fetched);
-                if rendered.is_err() {
-                    first_failure.fetch_min(i, Ordering::Relaxed);
-                }
-                if let Ok(mut slot) = slot.lock() {
-                    *slot = Some(rendered);
-                }
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .map(|slot| {
-            slot.into_inner()
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| Err(FormatError::Internal("unit not rendered: an earlier unit failed".into())))
-        })
-        .collect()
+    map_in_order(units, |unit| unit.and_then(render_fetched))
 }
 
 /// The `dump` table's leaf columns of one batch, looked up and type-checked once.

@@ -5,8 +5,6 @@
 //! half way) leaves the dataset as it was.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use crate::error::{FormatError, Result};
 use crate::json::{detect_layout, parse, Layout};
@@ -20,6 +18,7 @@ use super::columns::{Origin, SourceRow, TensorRow, UnitColumns};
 use super::construct::{render_construct, take_apart_construct};
 use super::discover::{discover, DumpDir, Overrides};
 use super::dump_file::{render_parsed, take_apart_source};
+use super::in_order::map_in_order;
 use super::stack::{render_stack, take_apart_stack};
 
 /// Receives progress of a long import or export; every method has a no-op default.
@@ -142,54 +141,10 @@ fn dir_bytes(dir: &DumpDir) -> u64 {
 type BuiltUnit = Result<(Vec<EncodedFile>, UnitCounts)>;
 
 /// Reads, checks and encodes `units`, one thread each: units are independent and this part is
-/// all CPU. Results come back in `units` order; after the first error, units not started yet
-/// are skipped.
+/// all CPU. Results come back in `units` order ([`map_in_order`]).
 fn build_units(units: &[(Unit, Vec<&DumpDir>)], progress: &dyn Progress) -> Vec<BuiltUnit> {
-    let threads = units.len();
-    if threads <= 1 {
-        let mut out = Vec::with_capacity(units.len());
-        for (_, members) in units {
-            let built = build_unit(members, progress);
-            let failed = built.is_err();
-            out.push(built);
-            if failed {
-                break;
-            }
-        }
-        return out;
-    }
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let slots: Vec<Mutex<Option<BuiltUnit>>> = units.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let (Some((_, members)), Some(slot)) = (units.get(i), slots.get(i)) else { break };
-                if failed.load(Ordering::Relaxed) {
-                    break;
-                }
-                let built = build_unit(members, progress);
-                if built.is_err() {
-                    failed.store(true, Ordering::Relaxed);
-                }
-                if let Ok(mut slot) = slot.lock() {
-                    *slot = Some(built);
-                }
-            });
-        }
-    });
-    // A slot left empty belongs to a unit skipped after an earlier failure (or whose thread
-    // panicked); the loop in `import` stops at the first error, so report it as one.
-    slots
-        .into_iter()
-        .map(|slot| {
-            slot.into_inner()
-                .ok()
-                .flatten()
-                .unwrap_or_else(|| Err(FormatError::Internal("unit not built: another unit failed first".into())))
-        })
-        .collect()
+    let jobs: Vec<&[&DumpDir]> = units.iter().map(|(_, members)| members.as_slice()).collect();
+    map_in_order(jobs, |members| build_unit(members, progress))
 }
 
 /// Reads one unit's dump folders into columns and encodes its files.

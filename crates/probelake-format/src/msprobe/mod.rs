@@ -13,6 +13,7 @@ mod discover;
 mod dump_file;
 mod export;
 mod import;
+mod in_order;
 mod leaf;
 mod name;
 mod stack;

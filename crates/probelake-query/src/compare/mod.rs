@@ -1,9 +1,9 @@
 //! `probelake compare`: msprobe's two-dump comparison (`msprobe compare -tp … -gp …`,
 //! mindstudio-probe 26.2) reproduced cell for cell from two probelake datasets.
 //!
-//! One [`compare_unit`] call (or [`RunPair::compare`], for many units) compares one unit of the target (NPU) run with one unit of the
-//! golden (bench) run and returns the rows msprobe's CSV would hold; [`UnitComparison::write_csv`]
-//! writes them as pandas does. The rules behind every cell are in `docs/compare.md`.
+//! One [`compare_unit`] call (or [`RunPair::compare`], for many units) compares one unit of the
+//! target (NPU) run with one unit of the golden (bench) run and returns the rows msprobe's CSV
+//! would hold; [`UnitComparison::write_csv`] writes them as pandas does. The rules behind every cell are in `docs/compare.md`.
 //!
 //! The pieces: `plan` is the DataFusion plan that selects both sides' leaves, keys them (with
 //! backward renumbering) and joins them in msprobe's order, through the SQL functions of
