@@ -23,28 +23,6 @@ log() { printf '%s\n' "$*" >&2; }
 . benches/side_by_side/common.bash
 setup_probelake
 
-# timed NAME CLEAN CMD...: median seconds of $RUNS runs of CMD, removing CLEAN before each.
-timed() {
-    local name=$1 clean=$2
-    shift 2
-    local times=()
-    for _ in $(seq "$RUNS"); do
-        rm -rf "$clean"
-        local t0 rc=0
-        t0=$(now)
-        "$@" >"$work/$name.log" 2>&1 || rc=$?
-        # probelake compare exits 1 when a row's result is `error`: still a measurement.
-        if [ "$rc" -gt 1 ]; then
-            log "$name failed ($rc):"
-            tail -20 "$work/$name.log" >&2
-            exit 1
-        fi
-        times+=("$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')")
-    done
-    log "$name: ${times[*]} s"
-    printf '%s\n' "${times[@]}" | median
-}
-
 rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.2f s (%.0f MB/s)", s, b / s / 1e6 }'; }
 
 echo "| dump.json | files | synth | import | dataset | export | compare | first divergence |"
@@ -52,16 +30,16 @@ echo "|---|---|---|---|---|---|---|---|"
 for ranks in $ranks_list; do
     log "== $ranks ranks"
     base="$work/msprobe/base" bug="$work/msprobe/bug"
-    synth=$(timed synth "$base" "$probelake" synth "$base" --layers 64 --steps 1 --ranks "$ranks" -q)
+    synth=$(time_runs synth "$base" "$probelake" synth "$base" --layers 64 --steps 1 --ranks "$ranks" -q)
     "$probelake" synth "$bug" --layers 64 --steps 1 --ranks "$ranks" --bug -q >&2
     bytes=$(find "$base" -name dump.json -printf '%s\n' | awk '{ s += $1 } END { print s }')
     files=$(find "$base" -name dump.json | wc -l)
-    import=$(timed import "$work/lake/base" "$probelake" import "$base" "$work/lake/base" --quiet)
+    import=$(time_runs import "$work/lake/base" "$probelake" import "$base" "$work/lake/base" --quiet)
     "$probelake" import "$bug" "$work/lake/bug" --quiet >&2
     dataset=$(du -sb "$work/lake/base" | cut -f1)
-    export=$(timed export "$work/export" "$probelake" export "$work/lake/base" "$work/export" --quiet)
-    compare=$(timed compare "$work/compare" "$probelake" compare "$work/lake/bug" "$work/lake/base" -o "$work/compare" --quiet)
-    divergence=$(timed divergence "$work/none" "$probelake" divergence "$work/lake/bug" "$work/lake/base" --format csv)
+    export=$(time_runs export "$work/export" "$probelake" export "$work/lake/base" "$work/export" --quiet)
+    compare=$(time_runs compare "$work/compare" "$probelake" compare "$work/lake/bug" "$work/lake/base" -o "$work/compare" --quiet)
+    divergence=$(time_runs divergence "$work/none" "$probelake" divergence "$work/lake/bug" "$work/lake/base" --format csv)
     awk -v b="$bytes" -v f="$files" -v s="$synth" -v i="$(rate "$bytes" "$import")" -v d="$dataset" \
         -v e="$(rate "$bytes" "$export")" -v c="$compare" -v v="$divergence" 'BEGIN {
             printf "| %.0f MB | %d | %.2f s | %s | %.1f MB (%.1f%%) | %s | %.2f s | %.2f s |\n",

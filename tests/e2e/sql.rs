@@ -67,8 +67,7 @@ fn stage_filter_prunes_files() {
 
 /// The `files_opened=N` metric of an EXPLAIN ANALYZE.
 fn files_opened(plan: &str) -> usize {
-    let at = plan.find("files_opened=").expect("files_opened in the plan") + "files_opened=".len();
-    plan[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().expect("a count")
+    metric(plan, "files_opened").parse().expect("a count")
 }
 
 /// Scans follow the session's Parquet settings: off by default (page index, bloom filters,
