@@ -9,6 +9,7 @@
 //! msprobe splits them.
 
 use anyhow::Context as _;
+use probelake_query::compare::Rows;
 use rust_xlsxwriter::Workbook;
 
 /// Rows per sheet, as msprobe cuts them (below Excel's 1,048,576 with room for the header).
@@ -18,11 +19,11 @@ const ROWS_PER_SHEET: usize = 1_048_500;
 const BOOLEAN_COLUMN: &str = "Requires_grad Consistent";
 
 /// The workbook's bytes.
-pub fn write_table(header: &[String], rows: &[Vec<String>]) -> anyhow::Result<Vec<u8>> {
+pub fn write_table(header: &[String], rows: &Rows) -> anyhow::Result<Vec<u8>> {
     let mut workbook = Workbook::new();
     let boolean = header.iter().position(|h| h == BOOLEAN_COLUMN);
-    let chunks: Vec<&[Vec<String>]> =
-        if rows.len() > ROWS_PER_SHEET { rows.chunks(ROWS_PER_SHEET).collect() } else { vec![rows] };
+    let all: Vec<_> = rows.iter().collect();
+    let chunks: Vec<&[_]> = if all.len() > ROWS_PER_SHEET { all.chunks(ROWS_PER_SHEET).collect() } else { vec![&all] };
     let split = chunks.len() > 1;
     for (part, chunk) in chunks.into_iter().enumerate() {
         let sheet = workbook.add_worksheet();
@@ -36,7 +37,7 @@ pub fn write_table(header: &[String], rows: &[Vec<String>]) -> anyhow::Result<Ve
             let at = u32::try_from(r + 1).context("too many rows for a sheet")?;
             for (c, text) in row.iter().enumerate() {
                 let col = column(c)?;
-                match (Some(c) == boolean, text.as_str()) {
+                match (Some(c) == boolean, text) {
                     (true, "True") => sheet.write_boolean(at, col, true),
                     (true, "False") => sheet.write_boolean(at, col, false),
                     _ => match number(text) {
@@ -84,7 +85,7 @@ mod tests {
     #[test]
     fn a_workbook_is_a_zip_with_one_sheet() -> anyhow::Result<()> {
         let header = ["NPU Name", "Requires_grad Consistent", "Max diff"].map(String::from).to_vec();
-        let rows = vec![["a.output.0", "True", "0.5"].map(String::from).to_vec()];
+        let rows = Rows::from_cells(3, ["a.output.0", "True", "0.5"]);
         let bytes = write_table(&header, &rows)?;
         assert!(bytes.starts_with(b"PK\x03\x04"), "an xlsx file is a zip archive");
         Ok(())

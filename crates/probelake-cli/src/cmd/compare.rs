@@ -300,7 +300,7 @@ fn print_table(result: &UnitComparison) -> anyhow::Result<()> {
     let line = |cells: Vec<&str>| cells.join(" | ");
     writeln!(out, "{}", line(cols.iter().filter_map(|&i| result.header.get(i).map(String::as_str)).collect()))?;
     for row in &result.rows {
-        writeln!(out, "{}", line(cols.iter().filter_map(|&i| row.get(i).map(String::as_str)).collect()))?;
+        writeln!(out, "{}", line(cols.iter().filter_map(|&i| row.get(i)).collect()))?;
     }
     Ok(())
 }

@@ -3,8 +3,24 @@
 
 use std::io::Write;
 
+use super::cells::Row;
+
 fn needs_quotes(field: &str) -> bool {
-    field.contains([',', '"', '\n', '\r'])
+    field.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+}
+
+fn write_field(out: &mut impl Write, field: &str) -> std::io::Result<()> {
+    if !needs_quotes(field) {
+        return out.write_all(field.as_bytes());
+    }
+    out.write_all(b"\"")?;
+    for (i, part) in field.split('"').enumerate() {
+        if i > 0 {
+            out.write_all(b"\"\"")?;
+        }
+        out.write_all(part.as_bytes())?;
+    }
+    out.write_all(b"\"")
 }
 
 /// Writes one CSV record.
@@ -13,14 +29,18 @@ pub(crate) fn write_record<S: AsRef<str>>(out: &mut impl Write, fields: &[S]) ->
         if i > 0 {
             out.write_all(b",")?;
         }
-        let f = f.as_ref();
-        if needs_quotes(f) {
-            out.write_all(b"\"")?;
-            out.write_all(f.replace('"', "\"\"").as_bytes())?;
-            out.write_all(b"\"")?;
-        } else {
-            out.write_all(f.as_bytes())?;
+        write_field(out, f.as_ref())?;
+    }
+    out.write_all(b"\n")
+}
+
+/// Writes one row of a table as a CSV record.
+pub(crate) fn write_row(out: &mut impl Write, row: Row<'_>) -> std::io::Result<()> {
+    for (i, f) in row.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
         }
+        write_field(out, f)?;
     }
     out.write_all(b"\n")
 }

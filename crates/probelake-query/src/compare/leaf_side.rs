@@ -100,6 +100,9 @@ pub(crate) fn side_of_leaf(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Si
     side_of(item, name, &leaf.json())
 }
 
+/// `crc32_hex(b"")`, the md5 cell of a tensor leaf without one.
+const EMPTY_CRC: &str = "00000000";
+
 /// A tensor leaf without `raw`: `Leaf::render` writes its statistics with `write_f64`, which
 /// always marks a float (`.`/`e`) or writes `NaN`/`Infinity`, so they read back as Python
 /// floats (NaN as msprobe's `Nan` string); in xor mode it writes `md5` instead of them.
@@ -119,7 +122,7 @@ fn tensor_side(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
         requires_grad: leaf.requires_grad.map(|b| py_bool(b).to_owned()),
         stats: leaf.stats.map(stat),
         // Without a `value` field, the md5 of `str(value)` is that of the empty string.
-        md5: Some(leaf.md5.filter(|m| !m.is_empty()).map_or_else(|| crc32_hex(b""), str::to_owned)),
+        md5: Some(leaf.md5.filter(|m| !m.is_empty()).map_or_else(|| EMPTY_CRC.to_owned(), str::to_owned)),
         data_name: data_name_cell(leaf.data_name),
         has_md5: leaf.md5.is_some(),
     }
@@ -233,6 +236,7 @@ mod tests {
             same_as_json(item, name, scalar(kind, value));
             same_as_json("Distributed.send.0.forward.input.dst", name, scalar(kind, value));
         }
+        assert_eq!(crc32_hex(b""), EMPTY_CRC);
         // Not fast: a JSON null leaf, a kept raw, a shape without dtype.
         same_as_json(item, name, LeafColumns::default());
         let raw = r#"{"type": "torch.Tensor", "dtype": "torch.int64", "shape": [2], "Max": 57, "md5": "00000000"}"#;

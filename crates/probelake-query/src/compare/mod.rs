@@ -12,6 +12,8 @@
 //! Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like pandas; `typed`
 //! turns the table into typed Arrow columns for Parquet.
 
+mod build;
+mod cells;
 mod columns;
 mod csv;
 mod leaf_side;
@@ -25,19 +27,15 @@ mod stats;
 mod tensor;
 mod typed;
 
-use std::collections::HashMap;
-
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
 
 use crate::session::{Run, RunSession};
 
+pub use self::cells::{Row, Rows};
 pub use self::plan::compare_sql;
 
+use self::build::{build_rows, header, FilePair};
 use self::load::{read_files, read_tensors, DumpFile};
-use self::pyfmt::{py_str_list, PyVal};
-use self::rows::Side;
-use self::rules::{Cv, RuleRow, RuleSet};
-use self::tensor::Metric;
 
 /// Which table msprobe writes (§2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +64,8 @@ pub struct UnitComparison {
     pub mode: CompareMode,
     /// Column names, as msprobe's CSV header.
     pub header: Vec<String>,
-    /// Rows, each cell exactly as msprobe's CSV holds it (unquoted).
-    pub rows: Vec<Vec<String>>,
+    /// Rows, each cell exactly as msprobe's CSV holds it (unquoted), as wide as `header`.
+    pub rows: Rows,
     /// `(inner_step, pid)` of each target dump file compared, in pairing order (msprobe names
     /// a step folder's result after its `proc{pid}` folder).
     pub target_files: Vec<(Option<i64>, Option<i64>)>,
@@ -77,8 +75,8 @@ impl UnitComparison {
     /// Writes the table as `msprobe compare` writes its CSV (pandas `to_csv(index=False)`).
     pub fn write_csv(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         csv::write_record(out, &self.header)?;
-        for row in &self.rows {
-            csv::write_record(out, row)?;
+        for row in self.rows.iter() {
+            csv::write_row(out, row)?;
         }
         Ok(())
     }
@@ -142,48 +140,6 @@ fn side_mode(file: Option<&DumpFile>, has_md5: bool) -> Result<CompareMode, Comp
     }
 }
 
-fn header(mode: CompareMode, stack: bool) -> Vec<String> {
-    let mut h: Vec<&str> = vec![
-        "NPU Name",
-        "Bench Name",
-        "NPU Dtype",
-        "Bench Dtype",
-        "NPU Tensor Shape",
-        "Bench Tensor Shape",
-        "NPU Requires_grad",
-        "Bench Requires_grad",
-    ];
-    let stats =
-        ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"];
-    match mode {
-        CompareMode::Tensor => {
-            h.extend(tensor::METRIC_COLUMNS);
-            h.extend(stats);
-        }
-        CompareMode::Statistics => {
-            h.extend(["Max diff", "Min diff", "Mean diff", "L2norm diff"]);
-            h.extend(["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]);
-            h.extend(stats);
-        }
-        CompareMode::Md5 => h.extend(["NPU MD5", "BENCH MD5"]),
-    }
-    h.extend(["Requires_grad Consistent", "Result", "Err_message"]);
-    if stack {
-        h.push("NPU_Stack_Info");
-    }
-    if mode == CompareMode::Tensor {
-        h.push("Data_name");
-    }
-    h.into_iter().map(str::to_owned).collect()
-}
-
-fn cv_of_metric(m: &Metric) -> Cv {
-    match m {
-        Metric::Num(x) if !x.is_nan() => Cv::Num(*x),
-        other => Cv::Text(other.cell()),
-    }
-}
-
 /// Compares one unit of `target` (NPU side) with the same unit of `golden` (bench side).
 ///
 /// A unit can hold several dump files (inner steps, processes); they are paired by position
@@ -235,7 +191,9 @@ impl RunPair {
         opts: &CompareOptions,
     ) -> Result<UnitComparison, CompareError> {
         let (target, golden) = (&self.target, &self.golden);
+        let started = std::time::Instant::now();
         let plan = plan::run_in(&self.session, &t.unit, &g.unit).await?;
+        let planned = started.elapsed();
         let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
         if tfiles.is_empty() {
             return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
@@ -247,146 +205,39 @@ impl RunPair {
             return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
         }
         let (tcontext, gcontext) = (read_files(target, t).await?, read_files(golden, g).await?);
+        // The first pair's mode holds for the unit; every pair must agree with itself.
         let mut mode = opts.mode;
-        let mut stack = false;
-        let mut rows = Vec::new();
-        let no_rows = Vec::new();
-        for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
-            let (tctx, gctx) = (tcontext.get(&tfile.key), gcontext.get(&gfile.key));
-            let (tm, gm) = (side_mode(tctx, tfile.has_md5)?, side_mode(gctx, gfile.has_md5)?);
+        for (tfile, gfile) in tfiles.iter().zip(gfiles) {
+            let tm = side_mode(tcontext.get(&tfile.key), tfile.has_md5)?;
+            let gm = side_mode(gcontext.get(&gfile.key), gfile.has_md5)?;
             if tm != gm {
                 return Err(CompareError::ModeMismatch { target: format!("{tm:?}"), golden: format!("{gm:?}") });
             }
-            let m = *mode.get_or_insert(tm);
-            stack |= tctx.is_some_and(|f| f.has_stack);
-            let (ttensors, gtensors) = if m == CompareMode::Tensor {
+            mode.get_or_insert(tm);
+        }
+        let mode = mode.unwrap_or(CompareMode::Statistics);
+        let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
+        let header = header(mode, stack);
+        let mut rows = Rows::new(header.len());
+        let (no_rows, empty) = (Vec::new(), DumpFile::default());
+        for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
+            let (ttensors, gtensors) = if mode == CompareMode::Tensor {
                 (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
             } else {
                 Default::default()
             };
-            let matched = plan.rows.get(&file_no).unwrap_or(&no_rows);
-            let empty = DumpFile::default();
-            rows.extend(build_rows(m, tctx.unwrap_or(&empty), matched, &ttensors, &gtensors));
-        }
-        let mode = mode.unwrap_or(CompareMode::Statistics);
-        let header = header(mode, stack);
-        if !stack {
-            let at = header.len() - usize::from(mode == CompareMode::Tensor);
-            for row in &mut rows {
-                row.remove(at);
-            }
+            let pair = FilePair {
+                mode,
+                stack,
+                npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
+                matched: plan.rows.get(&file_no).unwrap_or(&no_rows),
+                ttensors: &ttensors,
+                gtensors: &gtensors,
+            };
+            build_rows(&pair, &mut rows);
         }
         let target_files = tfiles.iter().map(|f| f.key).collect();
+        tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, total = ?started.elapsed(), "compared");
         Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
     }
-}
-
-/// The cells of every row of one dump-file pair (with a stack column; removed by the caller
-/// when there is no stack.json).
-fn build_rows(
-    mode: CompareMode,
-    npu_file: &DumpFile,
-    matched: &[(Side, Option<Side>)],
-    ttensors: &HashMap<String, std::sync::Arc<load::TensorData>>,
-    gtensors: &HashMap<String, std::sync::Arc<load::TensorData>>,
-) -> Vec<Vec<String>> {
-    const NA: &str = "N/A";
-    let mut rule_rows = Vec::with_capacity(matched.len());
-    let mut cells: Vec<Vec<String>> = Vec::with_capacity(matched.len());
-    let mut last_key: Option<&str> = None;
-    let npu_floats = columns::float_columns(matched.iter().map(|(n, _)| Some(&n.stats)));
-    let bench_floats = columns::float_columns(matched.iter().map(|(_, b)| b.as_ref().map(|b| &b.stats)));
-    let width = header(mode, true).len();
-    for (n, b) in matched {
-        let b = b.as_ref();
-        let n_stats = columns::as_table(&n.stats, npu_floats);
-        let b_stats = b.map(|b| columns::as_table(&b.stats, bench_floats));
-        let bench_name = b.map_or(NA, |b| b.name.as_str());
-        let dtypes = [n.dtype.as_deref().unwrap_or(NA), b.and_then(|b| b.dtype.as_deref()).unwrap_or(NA)];
-        let shapes = [n.shape.as_deref().unwrap_or(NA), b.and_then(|b| b.shape.as_deref()).unwrap_or(NA)];
-        let rg = [n.requires_grad_cell(), b.map_or(NA, Side::requires_grad_cell)];
-        let mut row = Vec::with_capacity(width);
-        row.extend(
-            [n.name.as_str(), bench_name, dtypes[0], dtypes[1], shapes[0], shapes[1], rg[0], rg[1]].map(str::to_owned),
-        );
-        let stat_cells = |row: &mut Vec<String>, s: Option<&[PyVal; 4]>| match s {
-            Some(s) => row.extend(s.iter().map(PyVal::cell)),
-            None => row.extend(std::iter::repeat_n(NA, 4).map(str::to_owned)),
-        };
-        let mut norm_rel = Cv::Text(NA.into());
-        let mut thousandth = Cv::Text(NA.into());
-        let mut cosine = Cv::Text(NA.into());
-        let mut md5 = [NA, NA];
-        match mode {
-            CompareMode::Statistics => {
-                let pairs: [(String, String); 4] =
-                    std::array::from_fn(|i| stats::stat_cells(&n_stats[i], b_stats.as_ref().map(|b| &b[i])));
-                norm_rel = Cv::Text(pairs[3].1.clone());
-                let (diffs, rels): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
-                row.extend(diffs);
-                row.extend(rels);
-                stat_cells(&mut row, Some(&n_stats));
-                stat_cells(&mut row, b_stats.as_ref());
-            }
-            CompareMode::Md5 => {
-                md5 = md5::md5_cells(n, b);
-                row.extend(md5.map(str::to_owned));
-            }
-            CompareMode::Tensor => {
-                let tn = (n.data_name != "-1").then(|| ttensors.get(&n.data_name)).flatten();
-                let tb = b.filter(|b| b.data_name != "-1").and_then(|b| gtensors.get(&b.data_name));
-                let m = tensor::metrics(tn.map(|t| &**t), tb.map(|t| &**t));
-                cosine = cv_of_metric(&m[0]);
-                thousandth = cv_of_metric(&m[4]);
-                row.extend(m.iter().map(Metric::cell));
-                stat_cells(&mut row, Some(&n_stats));
-                stat_cells(&mut row, b_stats.as_ref());
-            }
-        }
-        row.push(if rg[0] == rg[1] { "True" } else { "False" }.to_owned());
-        let [n_max, n_min, ..] = n_stats;
-        let (b_max, b_min) = match b_stats {
-            Some([max, min, ..]) => (Some(max), Some(min)),
-            None => (None, None),
-        };
-        rule_rows.push(RuleRow {
-            key: &n.key,
-            npu_name: &n.name,
-            matched: b.is_some(),
-            bench_name,
-            dtypes,
-            shapes,
-            requires_grad: rg,
-            extremes: [Some(n_max), Some(n_min), b_max, b_min],
-            norm_rel,
-            thousandth,
-            cosine,
-            md5,
-        });
-        // Placeholders for Result / Err_message, filled below.
-        row.push(String::new());
-        row.push(String::new());
-        let first_of_key = last_key != Some(n.key.as_str());
-        last_key = Some(n.key.as_str());
-        row.push(match (first_of_key, npu_file.stacks.get(&n.key)) {
-            (true, Some(frames)) => py_str_list(frames),
-            _ => NA.to_owned(),
-        });
-        if mode == CompareMode::Tensor {
-            row.push(py_str_list(&[n.data_name.as_str(), b.map_or(NA, |b| b.data_name.as_str())]));
-        }
-        cells.push(row);
-    }
-    let set = match mode {
-        CompareMode::Statistics => RuleSet::Statistics,
-        CompareMode::Tensor => RuleSet::Tensor,
-        CompareMode::Md5 => RuleSet::Md5,
-    };
-    let verdicts = rules::apply(&rule_rows, set);
-    for (row, (result, msg)) in cells.iter_mut().zip(verdicts) {
-        let at = row.len() - 3 - usize::from(mode == CompareMode::Tensor);
-        row[at] = result;
-        row[at + 1] = msg;
-    }
-    cells
 }

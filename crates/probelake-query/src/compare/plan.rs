@@ -181,8 +181,14 @@ fn opt_str(a: &ArrayRef, i: usize) -> Option<&str> {
 
 /// Runs the comparison plan in a session where the two runs are named `target` and `golden`.
 pub(crate) async fn run_in(session: &RunSession, t: &Unit, g: &Unit) -> Result<PlanOutput, CompareError> {
+    // The file list is a small plan of its own; it runs beside the join, on the cores the
+    // join's single-threaded stages leave idle.
+    let (files_sql, compare_sql) = (files_sql(t, g), compare_sql(t, g));
+    let started = std::time::Instant::now();
+    let (files, batches) = futures::try_join!(session.collect(&files_sql), session.collect(&compare_sql))?;
+    tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans ran");
     let mut out = PlanOutput::default();
-    for batch in session.collect(&files_sql(t, g)).await? {
+    for batch in files {
         let side = as_type(&batch, "side", &DataType::Utf8)?;
         let inner = as_type(&batch, "inner_step", &DataType::Int64)?;
         let pid = as_type(&batch, "pid", &DataType::Int64)?;
@@ -197,22 +203,55 @@ pub(crate) async fn run_in(session: &RunSession, t: &Unit, g: &Unit) -> Result<P
             }
         }
     }
-    for batch in session.collect(&compare_sql(t, g)).await? {
-        let file_no = as_type(&batch, "file_no", &DataType::Int64)?;
-        let texts = ["t_name", "t_item", "g_name", "g_item"].map(|c| as_type(&batch, c, &DataType::Utf8));
-        let [t_name, t_item, g_name, g_item] = texts;
-        let (t_name, t_item, g_name, g_item) = (t_name?, t_item?, g_name?, g_item?);
-        let (t_leaf, g_leaf) = (LeafArrays::new(&batch, "t_")?, LeafArrays::new(&batch, "g_")?);
-        let matched = as_type(&batch, "matched", &DataType::Boolean)?;
-        let matched = matched.as_boolean();
-        for i in 0..batch.num_rows() {
-            let (Some(item), Some(name)) = (opt_str(&t_item, i), opt_str(&t_name, i)) else { continue };
-            let npu = side_of_leaf(item, name, &t_leaf.get(i));
-            let bench = (matched.is_valid(i) && matched.value(i))
-                .then(|| Some(side_of_leaf(opt_str(&g_item, i)?, opt_str(&g_name, i)?, &g_leaf.get(i))))
-                .flatten();
-            out.rows.entry(opt_i64(&file_no, i).unwrap_or_default()).or_default().push((npu, bench));
+    for rows in sides_of_batches(&batches)? {
+        for (file_no, npu, bench) in rows {
+            out.rows.entry(file_no).or_default().push((npu, bench));
         }
     }
     Ok(out)
+}
+
+/// A compare row of the plan: its file number and both sides.
+type PlanRow = (i64, Side, Option<Side>);
+
+/// The rows of each batch, in order. Reading a side's cells out of its leaf is most of the
+/// work after the join, so the batches are shared out over the cores, a run of them each.
+fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<Vec<PlanRow>>, CompareError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(batches.len()).max(1);
+    if threads == 1 {
+        return batches.iter().map(sides_of_batch).collect();
+    }
+    let per_thread = batches.len().div_ceil(threads);
+    let runs: Vec<Result<Vec<Vec<PlanRow>>, CompareError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = batches
+            .chunks(per_thread)
+            .map(|run| scope.spawn(move || run.iter().map(sides_of_batch).collect()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    let mut out = Vec::with_capacity(batches.len());
+    for run in runs {
+        out.extend(run?);
+    }
+    Ok(out)
+}
+
+fn sides_of_batch(batch: &RecordBatch) -> Result<Vec<PlanRow>, CompareError> {
+    let file_no = as_type(batch, "file_no", &DataType::Int64)?;
+    let texts = ["t_name", "t_item", "g_name", "g_item"].map(|c| as_type(batch, c, &DataType::Utf8));
+    let [t_name, t_item, g_name, g_item] = texts;
+    let (t_name, t_item, g_name, g_item) = (t_name?, t_item?, g_name?, g_item?);
+    let (t_leaf, g_leaf) = (LeafArrays::new(batch, "t_")?, LeafArrays::new(batch, "g_")?);
+    let matched = as_type(batch, "matched", &DataType::Boolean)?;
+    let matched = matched.as_boolean();
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        let (Some(item), Some(name)) = (opt_str(&t_item, i), opt_str(&t_name, i)) else { continue };
+        let npu = side_of_leaf(item, name, &t_leaf.get(i));
+        let bench = (matched.is_valid(i) && matched.value(i))
+            .then(|| Some(side_of_leaf(opt_str(&g_item, i)?, opt_str(&g_name, i)?, &g_leaf.get(i))))
+            .flatten();
+        rows.push((opt_i64(&file_no, i).unwrap_or_default(), npu, bench));
+    }
+    Ok(rows)
 }

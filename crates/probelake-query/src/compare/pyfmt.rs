@@ -45,12 +45,14 @@ impl PyVal {
         }
     }
 
-    /// The text pandas writes into the CSV: like [`PyVal::py_str`], except that float
+    /// Appends the text pandas writes into the CSV: like [`PyVal::py_str`], except that float
     /// infinities get a leading space (msprobe's CSV writer does that to every float inf).
-    pub(crate) fn cell(&self) -> String {
+    pub(crate) fn push_cell(&self, out: &mut String) {
         match self {
-            PyVal::Float(f) => float_cell(*f),
-            other => other.py_str(),
+            PyVal::None => out.push_str("None"),
+            PyVal::Bool(b) => out.push_str(py_bool(*b)),
+            PyVal::Int(s) | PyVal::Str(s) => out.push_str(s),
+            PyVal::Float(f) => push_float_cell(out, *f),
         }
     }
 
@@ -128,20 +130,19 @@ pub(crate) fn push_float_repr(out: &mut String, x: f64) {
         return;
     }
     // msprobe's JSON holds finite floats as `json.dumps` writes them, which is `repr`: one
-    // implementation serves both (ties, layout switches and its tests live there).
-    let mut bytes = std::mem::take(out).into_bytes();
+    // implementation serves both (ties, layout switches and its tests live there). It writes
+    // ASCII into bytes of its own, so that `out` (a whole table's cells) is not re-checked.
+    let mut bytes = Vec::with_capacity(32);
     probelake_format::json::write_f64(&mut bytes, x);
-    *out = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    out.push_str(std::str::from_utf8(&bytes).unwrap_or_default());
 }
 
-/// A float as msprobe's CSV holds it: `repr`, with ` inf` / ` -inf` for infinities.
-pub(crate) fn float_cell(x: f64) -> String {
-    let mut out = String::with_capacity(24);
+/// Appends a float as msprobe's CSV holds it: `repr`, with ` inf` / ` -inf` for infinities.
+pub(crate) fn push_float_cell(out: &mut String, x: f64) {
     if x.is_infinite() {
         out.push(' ');
     }
-    push_float_repr(&mut out, x);
-    out
+    push_float_repr(out, x);
 }
 
 /// Python's `float(text)`: surrounding whitespace, `inf`/`nan`/`infinity` in any case, `_`
@@ -212,23 +213,38 @@ fn push_repr_str(out: &mut String, s: &str) {
 }
 
 /// Python's `str(list_of_str)`: `['a', 'b']`.
+#[cfg(test)]
 pub(crate) fn py_str_list<S: AsRef<str>>(items: &[S]) -> String {
     let mut out = String::with_capacity(2 + items.iter().map(|s| s.as_ref().len() + 4).sum::<usize>());
+    push_py_str_list(&mut out, items);
+    out
+}
+
+/// Appends [`py_str_list`] of `items` to `out`.
+pub(crate) fn push_py_str_list<S: AsRef<str>>(out: &mut String, items: &[S]) {
     out.push('[');
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        push_repr_str(&mut out, item.as_ref());
+        push_repr_str(out, item.as_ref());
     }
     out.push(']');
-    out
 }
 
 /// Python's `str(list_of_int)`: `[2, 8]`.
 pub(crate) fn py_int_list(items: &[i64]) -> String {
-    let inner: Vec<String> = items.iter().map(i64::to_string).collect();
-    format!("[{}]", inner.join(", "))
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(2 + 6 * items.len());
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{item}");
+    }
+    out.push(']');
+    out
 }
 
 /// Python's `repr()` of a JSON value loaded by `json.load` (used inside containers).
@@ -318,6 +334,7 @@ mod tests {
         assert_eq!(py_repr_str("a'b"), "\"a'b\"");
         assert_eq!(py_repr_str("x\n y"), "'x\\n y'");
         assert_eq!(py_str_list(&["-1", "N/A"]), "['-1', 'N/A']");
+        assert_eq!((py_int_list(&[2, -8, 0]), py_int_list(&[])), ("[2, -8, 0]".into(), "[]".into()));
         assert_eq!(py_repr_str("é\u{1}\u{85}\u{7f}x\\"), "'é\\x01\\x85\\x7fx\\\\'");
         assert_eq!(py_str_list::<&str>(&[]), "[]");
     }

@@ -4,6 +4,8 @@
 //! Metric-level messages ("No bench data matched." …) never reach the output in 26.x, so
 //! only these rule messages are produced.
 
+use std::borrow::Cow;
+
 use super::pyfmt::{py_float, PyVal};
 
 /// The mode decides which rules run.
@@ -18,7 +20,12 @@ pub(crate) enum RuleSet {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Cv {
     Num(f64),
-    Text(String),
+    Text(Cow<'static, str>),
+}
+
+impl Cv {
+    /// msprobe's `N/A` cell.
+    pub(crate) const NA: Cv = Cv::Text(Cow::Borrowed("N/A"));
 }
 
 /// What the rules read of one row (the texts borrowed from the row's sides).
@@ -77,7 +84,7 @@ fn agg<'a>(vals: impl Iterator<Item = &'a Cv>, max: bool) -> f64 {
     for v in vals {
         let x = match v {
             Cv::Num(x) => *x,
-            Cv::Text(t) if matches!(t.as_str(), "None" | "Nan" | "N/A") => continue,
+            Cv::Text(t) if matches!(t.as_ref(), "None" | "Nan" | "N/A") => continue,
             Cv::Text(t) => match t.strip_suffix('%').and_then(py_float) {
                 Some(x) => x / 100.0,
                 None => continue,
@@ -99,9 +106,43 @@ fn pct(v: &Cv) -> f64 {
     }
 }
 
-/// Runs the rules; returns (Result, Err_message) per row.
-pub(crate) fn apply(rows: &[RuleRow<'_>], set: RuleSet) -> Vec<(String, String)> {
-    let mut verdicts: Vec<(Severity, Vec<&'static str>)> = vec![(Severity::Pass, Vec::new()); rows.len()];
+/// The `Result` and `Err_message` cells of one row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    severity: Severity,
+    messages: Vec<&'static str>,
+}
+
+impl Verdict {
+    const PASS: Verdict = Verdict { severity: Severity::Pass, messages: Vec::new() };
+
+    /// The `Result` cell.
+    pub(crate) fn result(&self) -> &'static str {
+        match self.severity {
+            Severity::Pass => "pass",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+
+    /// Appends the `Err_message` cell, Python's `str()` of the list of messages.
+    pub(crate) fn write_messages(&self, out: &mut String) {
+        out.push('[');
+        for (i, m) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push('"');
+            out.push_str(m);
+            out.push('"');
+        }
+        out.push(']');
+    }
+}
+
+/// Runs the rules; returns the verdict of each row.
+pub(crate) fn apply(rows: &[RuleRow<'_>], set: RuleSet) -> Vec<Verdict> {
+    let mut verdicts = vec![Verdict::PASS; rows.len()];
     let mut start = 0;
     while start < rows.len() {
         let end = rows[start..].iter().position(|r| r.key != rows[start].key).map_or(rows.len(), |p| start + p);
@@ -109,20 +150,9 @@ pub(crate) fn apply(rows: &[RuleRow<'_>], set: RuleSet) -> Vec<(String, String)>
         start = end;
     }
     verdicts
-        .into_iter()
-        .map(|(sev, msgs)| {
-            let result = match sev {
-                Severity::Pass => "pass",
-                Severity::Warning => "warning",
-                Severity::Error => "error",
-            };
-            let quoted: Vec<String> = msgs.iter().map(|m| format!("\"{m}\"")).collect();
-            (result.to_owned(), format!("[{}]", quoted.join(", ")))
-        })
-        .collect()
 }
 
-fn group(rows: &[RuleRow<'_>], start: usize, end: usize, set: RuleSet, out: &mut [(Severity, Vec<&'static str>)]) {
+fn group(rows: &[RuleRow<'_>], start: usize, end: usize, set: RuleSet, out: &mut [Verdict]) {
     let is_output = |i: usize| rows[i].npu_name.contains(".output.");
     let inputs: Vec<usize> = (start..end).filter(|&i| !is_output(i)).collect();
     let outputs: Vec<usize> = (start..end).filter(|&i| is_output(i)).collect();
@@ -134,8 +164,8 @@ fn group(rows: &[RuleRow<'_>], start: usize, end: usize, set: RuleSet, out: &mut
     let scope: Vec<usize> = (start..end).filter(|&i| !ignore_inputs || is_output(i)).collect();
     let mut flag = |i: usize, sev: Severity, msg: &'static str| {
         let v = &mut out[i];
-        v.0 = v.0.max(sev);
-        v.1.push(msg);
+        v.severity = v.severity.max(sev);
+        v.messages.push(msg);
     };
     let per_row = |i: usize, rule: &dyn Fn(&RuleRow<'_>) -> bool| rule(&rows[i]);
     if set == RuleSet::Md5 {

@@ -6,7 +6,7 @@
 //! to 12 decimals.
 
 use super::load::TensorData;
-use super::pyfmt::{float_cell, round_decimals};
+use super::pyfmt::{push_float_cell, round_decimals};
 
 /// The metric columns of tensor mode, in order.
 pub(crate) const METRIC_COLUMNS: [&str; 6] =
@@ -24,10 +24,17 @@ pub(crate) enum Metric {
 impl Metric {
     /// The CSV text.
     pub(crate) fn cell(&self) -> String {
+        let mut out = String::new();
+        self.push_cell(&mut out);
+        out
+    }
+
+    /// Appends [`Metric::cell`] to `out`.
+    pub(crate) fn push_cell(&self, out: &mut String) {
         match self {
-            Metric::Num(x) if x.is_nan() => "Nan".into(),
-            Metric::Num(x) => float_cell(*x),
-            Metric::Token(t) => (*t).into(),
+            Metric::Num(x) if x.is_nan() => out.push_str("Nan"),
+            Metric::Num(x) => push_float_cell(out, *x),
+            Metric::Token(t) => out.push_str(t),
         }
     }
 }

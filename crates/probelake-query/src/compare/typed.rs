@@ -140,7 +140,7 @@ impl UnitComparison {
         ];
         for (i, header) in self.header.iter().enumerate() {
             let kind = kind_of(header);
-            let cells: Vec<Option<&str>> = self.rows.iter().map(|r| r.get(i).map(String::as_str)).collect();
+            let cells: Vec<Option<&str>> = self.rows.iter().map(|r| r.get(i)).collect();
             fields.push(Field::new(header, data_type(kind), true));
             columns.push(column(kind, &cells));
         }
@@ -170,7 +170,7 @@ mod tests {
             unit: Unit::new(3, "actor_update", 1),
             mode: CompareMode::Statistics,
             header: header.map(String::from).to_vec(),
-            rows: rows.iter().map(|r| r.map(String::from).to_vec()).collect(),
+            rows: crate::compare::Rows::from_cells(header.len(), rows.iter().flatten()),
             target_files: vec![(None, None)],
         };
         let batch = table.to_record_batch().unwrap();

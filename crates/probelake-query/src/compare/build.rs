@@ -1,0 +1,257 @@
+//! The cells of msprobe's table from the matched rows of one dump-file pair.
+//!
+//! Rows are written straight into one [`Rows`] buffer. The rules need a whole dump key's rows
+//! before they can fill `Result` and `Err_message`, so each row's cells up to
+//! `Requires_grad Consistent` go into a first buffer, and the finished rows are assembled
+//! after the rules ran. Large files are cut at dump-key boundaries (the rules never look past a
+//! key) and built on all cores.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::cells::Rows;
+use super::load::{DumpFile, TensorData};
+use super::pyfmt::{push_py_str_list, PyVal};
+use super::rows::Side;
+use super::rules::{self, Cv, RuleRow, RuleSet};
+use super::tensor::{self, Metric};
+use super::{columns, md5, stats, CompareMode};
+
+const NA: &str = "N/A";
+
+/// Below this many rows a file is built on the calling thread alone.
+const ROWS_PER_THREAD: usize = 4096;
+
+/// The column names of msprobe's table, as its CSV header.
+pub(crate) fn header(mode: CompareMode, stack: bool) -> Vec<String> {
+    let mut h: Vec<&str> = vec![
+        "NPU Name",
+        "Bench Name",
+        "NPU Dtype",
+        "Bench Dtype",
+        "NPU Tensor Shape",
+        "Bench Tensor Shape",
+        "NPU Requires_grad",
+        "Bench Requires_grad",
+    ];
+    let stats =
+        ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"];
+    match mode {
+        CompareMode::Tensor => {
+            h.extend(tensor::METRIC_COLUMNS);
+            h.extend(stats);
+        }
+        CompareMode::Statistics => {
+            h.extend(["Max diff", "Min diff", "Mean diff", "L2norm diff"]);
+            h.extend(["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]);
+            h.extend(stats);
+        }
+        CompareMode::Md5 => h.extend(["NPU MD5", "BENCH MD5"]),
+    }
+    h.extend(["Requires_grad Consistent", "Result", "Err_message"]);
+    if stack {
+        h.push("NPU_Stack_Info");
+    }
+    if mode == CompareMode::Tensor {
+        h.push("Data_name");
+    }
+    h.into_iter().map(str::to_owned).collect()
+}
+
+/// What the rows of one dump-file pair are built from.
+pub(crate) struct FilePair<'a> {
+    pub mode: CompareMode,
+    /// Whether the table has the `NPU_Stack_Info` column.
+    pub stack: bool,
+    /// The target's dump file (its stacks).
+    pub npu_file: &'a DumpFile,
+    /// Target rows with their matched golden rows, in msprobe's order.
+    pub matched: &'a [(Side, Option<Side>)],
+    pub ttensors: &'a HashMap<String, Arc<TensorData>>,
+    pub gtensors: &'a HashMap<String, Arc<TensorData>>,
+}
+
+/// Appends the rows of `pair` to `out` (as wide as [`header`]`(pair.mode, pair.stack)`).
+pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) {
+    let floats = [
+        columns::float_columns(pair.matched.iter().map(|(n, _)| Some(&n.stats))),
+        columns::float_columns(pair.matched.iter().map(|(_, b)| b.as_ref().map(|b| &b.stats))),
+    ];
+    let chunks = key_chunks(pair.matched);
+    if chunks.len() == 1 {
+        out.append(&chunk_rows(pair, 0..pair.matched.len(), floats));
+        return;
+    }
+    let built: Vec<Rows> = std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            chunks.into_iter().map(|range| scope.spawn(move || chunk_rows(pair, range, floats))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    for rows in &built {
+        out.append(rows);
+    }
+}
+
+/// Cuts `matched` into one range per core, each ending where a dump key ends.
+fn key_chunks(matched: &[(Side, Option<Side>)]) -> Vec<std::ops::Range<usize>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let count = (matched.len() / ROWS_PER_THREAD).clamp(1, threads);
+    let mut ranges = Vec::with_capacity(count);
+    let mut start = 0;
+    for k in 1..count {
+        let mut end = (matched.len() * k / count).max(start + 1);
+        while end < matched.len() && matched[end].0.key == matched[end - 1].0.key {
+            end += 1;
+        }
+        if end >= matched.len() {
+            break;
+        }
+        ranges.push(start..end);
+        start = end;
+    }
+    ranges.push(start..matched.len());
+    ranges
+}
+
+fn cv_of_metric(m: &Metric) -> Cv {
+    match m {
+        Metric::Num(x) if !x.is_nan() => Cv::Num(*x),
+        other => Cv::Text(other.cell().into()),
+    }
+}
+
+/// The rows of `pair.matched[range]`, which starts and ends at dump-key boundaries.
+fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool; 4]; 2]) -> Rows {
+    let mode = pair.mode;
+    let matched = &pair.matched[range];
+    // Every cell up to `Requires_grad Consistent`; the rest follow the rules.
+    let full_width = header(mode, pair.stack).len();
+    let tail = 2 + usize::from(pair.stack) + usize::from(mode == CompareMode::Tensor);
+    let mut head = Rows::new(full_width - tail);
+    let mut rule_rows = Vec::with_capacity(matched.len());
+    for (n, b) in matched {
+        let b = b.as_ref();
+        let n_stats = columns::as_table(&n.stats, floats[0]);
+        let b_stats = b.map(|b| columns::as_table(&b.stats, floats[1]));
+        let bench_name = b.map_or(NA, |b| b.name.as_str());
+        let dtypes = [n.dtype.as_deref().unwrap_or(NA), b.and_then(|b| b.dtype.as_deref()).unwrap_or(NA)];
+        let shapes = [n.shape.as_deref().unwrap_or(NA), b.and_then(|b| b.shape.as_deref()).unwrap_or(NA)];
+        let rg = [n.requires_grad_cell(), b.map_or(NA, Side::requires_grad_cell)];
+        for cell in [n.name.as_str(), bench_name, dtypes[0], dtypes[1], shapes[0], shapes[1], rg[0], rg[1]] {
+            head.push(cell);
+        }
+        let stat_cells = |head: &mut Rows, s: Option<&[PyVal; 4]>| match s {
+            Some(s) => s.iter().for_each(|v| head.push_with(|out| v.push_cell(out))),
+            None => (0..4).for_each(|_| head.push(NA)),
+        };
+        let (mut norm_rel, mut thousandth, mut cosine) = (Cv::NA, Cv::NA, Cv::NA);
+        let mut md5 = [NA, NA];
+        match mode {
+            CompareMode::Statistics => {
+                let pairs: [(String, String); 4] =
+                    std::array::from_fn(|i| stats::stat_cells(&n_stats[i], b_stats.as_ref().map(|b| &b[i])));
+                pairs.iter().for_each(|(diff, _)| head.push(diff));
+                pairs.iter().for_each(|(_, rel)| head.push(rel));
+                let [.., (_, norm)] = pairs;
+                norm_rel = Cv::Text(norm.into());
+                stat_cells(&mut head, Some(&n_stats));
+                stat_cells(&mut head, b_stats.as_ref());
+            }
+            CompareMode::Md5 => {
+                md5 = md5::md5_cells(n, b);
+                md5.iter().for_each(|cell| head.push(cell));
+            }
+            CompareMode::Tensor => {
+                let tn = (n.data_name != "-1").then(|| pair.ttensors.get(&n.data_name)).flatten();
+                let tb = b.filter(|b| b.data_name != "-1").and_then(|b| pair.gtensors.get(&b.data_name));
+                let m = tensor::metrics(tn.map(|t| &**t), tb.map(|t| &**t));
+                cosine = cv_of_metric(&m[0]);
+                thousandth = cv_of_metric(&m[4]);
+                m.iter().for_each(|metric| head.push_with(|out| metric.push_cell(out)));
+                stat_cells(&mut head, Some(&n_stats));
+                stat_cells(&mut head, b_stats.as_ref());
+            }
+        }
+        head.push(if rg[0] == rg[1] { "True" } else { "False" });
+        let [n_max, n_min, ..] = n_stats;
+        let (b_max, b_min) = match b_stats {
+            Some([max, min, ..]) => (Some(max), Some(min)),
+            None => (None, None),
+        };
+        rule_rows.push(RuleRow {
+            key: &n.key,
+            npu_name: &n.name,
+            matched: b.is_some(),
+            bench_name,
+            dtypes,
+            shapes,
+            requires_grad: rg,
+            extremes: [Some(n_max), Some(n_min), b_max, b_min],
+            norm_rel,
+            thousandth,
+            cosine,
+            md5,
+        });
+    }
+    let set = match mode {
+        CompareMode::Statistics => RuleSet::Statistics,
+        CompareMode::Tensor => RuleSet::Tensor,
+        CompareMode::Md5 => RuleSet::Md5,
+    };
+    let verdicts = rules::apply(&rule_rows, set);
+    let mut rows = Rows::new(full_width);
+    let mut last_key: Option<&str> = None;
+    for ((row, verdict), (n, b)) in head.iter().zip(&verdicts).zip(matched) {
+        row.iter().for_each(|cell| rows.push(cell));
+        rows.push(verdict.result());
+        rows.push_with(|out| verdict.write_messages(out));
+        let first_of_key = last_key != Some(n.key.as_str());
+        last_key = Some(n.key.as_str());
+        if pair.stack {
+            match (first_of_key, pair.npu_file.stacks.get(&n.key)) {
+                (true, Some(frames)) => rows.push_with(|out| push_py_str_list(out, frames)),
+                _ => rows.push(NA),
+            }
+        }
+        if mode == CompareMode::Tensor {
+            let names = [n.data_name.as_str(), b.as_ref().map_or(NA, |b| b.data_name.as_str())];
+            rows.push_with(|out| push_py_str_list(out, &names));
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(key: &str) -> Side {
+        Side {
+            name: format!("{key}.input.0"),
+            key: key.to_owned(),
+            dtype: None,
+            shape: None,
+            requires_grad: None,
+            stats: [PyVal::None, PyVal::None, PyVal::None, PyVal::None],
+            md5: None,
+            data_name: "-1".to_owned(),
+            has_md5: false,
+        }
+    }
+
+    #[test]
+    fn chunks_end_where_keys_end() {
+        let keys: Vec<String> = (0..3 * ROWS_PER_THREAD).map(|i| format!("k{}", i / 7)).collect();
+        let matched: Vec<(Side, Option<Side>)> = keys.iter().map(|k| (side(k), None)).collect();
+        let chunks = key_chunks(&matched);
+        assert_eq!(chunks.first().map(|r| r.start), Some(0));
+        assert_eq!(chunks.last().map(|r| r.end), Some(matched.len()));
+        for w in chunks.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+            assert_ne!(matched[w[0].end - 1].0.key, matched[w[0].end].0.key, "a key cut in two");
+        }
+        // One key throughout: nowhere to cut.
+        let one: Vec<(Side, Option<Side>)> = (0..3 * ROWS_PER_THREAD).map(|_| (side("k"), None)).collect();
+        assert_eq!(key_chunks(&one), [0..one.len()]);
+    }
+}
