@@ -261,7 +261,13 @@ fn render_result(result: &UnitComparison, format: CompareFormat, xlsx: bool) -> 
             let batch = result.to_record_batch()?;
             crate::output::write_batches(&mut buf, &[batch], crate::output::OutputFormat::Parquet, 0)?;
         }
-        _ => result.write_csv(&mut buf)?,
+        _ => {
+            // The cells' text plus separators, with room for quotes: grown by doubling, a
+            // 20 MB table would be copied several times over.
+            let cells = result.rows.len() * result.header.len();
+            buf.reserve(result.rows.text_len() + cells + cells / 4);
+            result.write_csv(&mut buf)?;
+        }
     }
     Ok(buf)
 }

@@ -78,16 +78,16 @@ pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) {
         columns::float_columns(pair.matched.iter().map(|(_, b)| b.as_ref().map(|b| &b.stats))),
     ];
     let chunks = key_chunks(pair.matched);
-    if chunks.len() == 1 {
-        out.append(&chunk_rows(pair, 0..pair.matched.len(), floats));
-        return;
-    }
-    let built: Vec<Rows> = std::thread::scope(|scope| {
-        let handles: Vec<_> =
-            chunks.into_iter().map(|range| scope.spawn(move || chunk_rows(pair, range, floats))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-    });
-    for rows in &built {
+    let built: Vec<Rows> = if chunks.len() == 1 {
+        vec![chunk_rows(pair, 0..pair.matched.len(), floats)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                chunks.into_iter().map(|range| scope.spawn(move || chunk_rows(pair, range, floats))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        })
+    };
+    for rows in built {
         out.append(rows);
     }
 }
@@ -120,105 +120,124 @@ fn cv_of_metric(m: &Metric) -> Cv {
     }
 }
 
-/// The rows of `pair.matched[range]`, which starts and ends at dump-key boundaries.
+/// The rows of `pair.matched[range]`, which starts and ends at dump-key boundaries. A key's
+/// rows are built at a time: their cells up to `Requires_grad Consistent` into a small buffer
+/// reused for every key, then, with the rules' verdicts, into the rows.
 fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool; 4]; 2]) -> Rows {
     let mode = pair.mode;
     let matched = &pair.matched[range];
-    // Every cell up to `Requires_grad Consistent`; the rest follow the rules.
     let full_width = header(mode, pair.stack).len();
     let tail = 2 + usize::from(pair.stack) + usize::from(mode == CompareMode::Tensor);
     let mut head = Rows::new(full_width - tail);
-    let mut rule_rows = Vec::with_capacity(matched.len());
-    for (n, b) in matched {
-        let b = b.as_ref();
-        let n_stats = columns::as_table(&n.stats, floats[0]);
-        let b_stats = b.map(|b| columns::as_table(&b.stats, floats[1]));
-        let bench_name = b.map_or(NA, |b| b.name.as_str());
-        let dtypes = [n.dtype.as_deref().unwrap_or(NA), b.and_then(|b| b.dtype.as_deref()).unwrap_or(NA)];
-        let shapes = [n.shape.as_deref().unwrap_or(NA), b.and_then(|b| b.shape.as_deref()).unwrap_or(NA)];
-        let rg = [n.requires_grad_cell(), b.map_or(NA, Side::requires_grad_cell)];
-        for cell in [n.name.as_str(), bench_name, dtypes[0], dtypes[1], shapes[0], shapes[1], rg[0], rg[1]] {
-            head.push(cell);
-        }
-        let stat_cells = |head: &mut Rows, s: Option<&[PyVal; 4]>| match s {
-            Some(s) => s.iter().for_each(|v| head.push_with(|out| v.push_cell(out))),
-            None => (0..4).for_each(|_| head.push(NA)),
-        };
-        let (mut norm_rel, mut thousandth, mut cosine) = (Cv::NA, Cv::NA, Cv::NA);
-        let mut md5 = [NA, NA];
-        match mode {
-            CompareMode::Statistics => {
-                let pairs: [(String, String); 4] =
-                    std::array::from_fn(|i| stats::stat_cells(&n_stats[i], b_stats.as_ref().map(|b| &b[i])));
-                pairs.iter().for_each(|(diff, _)| head.push(diff));
-                pairs.iter().for_each(|(_, rel)| head.push(rel));
-                let [.., (_, norm)] = pairs;
-                norm_rel = Cv::Text(norm.into());
-                stat_cells(&mut head, Some(&n_stats));
-                stat_cells(&mut head, b_stats.as_ref());
-            }
-            CompareMode::Md5 => {
-                md5 = md5::md5_cells(n, b);
-                md5.iter().for_each(|cell| head.push(cell));
-            }
-            CompareMode::Tensor => {
-                let tn = (n.data_name != "-1").then(|| pair.ttensors.get(&n.data_name)).flatten();
-                let tb = b.filter(|b| b.data_name != "-1").and_then(|b| pair.gtensors.get(&b.data_name));
-                let m = tensor::metrics(tn.map(|t| &**t), tb.map(|t| &**t));
-                cosine = cv_of_metric(&m[0]);
-                thousandth = cv_of_metric(&m[4]);
-                m.iter().for_each(|metric| head.push_with(|out| metric.push_cell(out)));
-                stat_cells(&mut head, Some(&n_stats));
-                stat_cells(&mut head, b_stats.as_ref());
-            }
-        }
-        head.push(if rg[0] == rg[1] { "True" } else { "False" });
-        let [n_max, n_min, ..] = n_stats;
-        let (b_max, b_min) = match b_stats {
-            Some([max, min, ..]) => (Some(max), Some(min)),
-            None => (None, None),
-        };
-        rule_rows.push(RuleRow {
-            key: &n.key,
-            npu_name: &n.name,
-            matched: b.is_some(),
-            bench_name,
-            dtypes,
-            shapes,
-            requires_grad: rg,
-            extremes: [Some(n_max), Some(n_min), b_max, b_min],
-            norm_rel,
-            thousandth,
-            cosine,
-            md5,
-        });
-    }
+    // Reserved, not touched: a row is a few hundred bytes, and a buffer grown by doubling
+    // copies itself and faults in fresh pages at every step.
+    let mut rows = Rows::with_capacity(full_width, matched.len(), matched.len() * 1024);
     let set = match mode {
         CompareMode::Statistics => RuleSet::Statistics,
         CompareMode::Tensor => RuleSet::Tensor,
         CompareMode::Md5 => RuleSet::Md5,
     };
-    let verdicts = rules::apply(&rule_rows, set);
-    let mut rows = Rows::new(full_width);
-    let mut last_key: Option<&str> = None;
-    for ((row, verdict), (n, b)) in head.iter().zip(&verdicts).zip(matched) {
-        row.iter().for_each(|cell| rows.push(cell));
-        rows.push(verdict.result());
-        rows.push_with(|out| verdict.write_messages(out));
-        let first_of_key = last_key != Some(n.key.as_str());
-        last_key = Some(n.key.as_str());
-        if pair.stack {
-            match (first_of_key, pair.npu_file.stacks.get(&n.key)) {
-                (true, Some(frames)) => rows.push_with(|out| push_py_str_list(out, frames)),
-                _ => rows.push(NA),
+    let mut start = 0;
+    while start < matched.len() {
+        let key = &matched[start].0.key;
+        let end = matched[start..].iter().position(|(n, _)| &n.key != key).map_or(matched.len(), |p| start + p);
+        let group = &matched[start..end];
+        head.clear();
+        let rule_rows: Vec<RuleRow<'_>> =
+            group.iter().map(|(n, b)| head_cells(pair, n, b.as_ref(), floats, &mut head)).collect();
+        let verdicts = rules::apply(&rule_rows, set);
+        for (i, ((row, verdict), (n, b))) in head.iter().zip(&verdicts).zip(group).enumerate() {
+            row.iter().for_each(|cell| rows.push(cell));
+            rows.push(verdict.result());
+            rows.push_with(|out| verdict.write_messages(out));
+            if pair.stack {
+                // msprobe prints a key's stack on its first row only.
+                match (i == 0, pair.npu_file.stacks.get(&n.key)) {
+                    (true, Some(frames)) => rows.push_with(|out| push_py_str_list(out, frames)),
+                    _ => rows.push(NA),
+                }
+            }
+            if mode == CompareMode::Tensor {
+                let names = [n.data_name.as_str(), b.as_ref().map_or(NA, |b| b.data_name.as_str())];
+                rows.push_with(|out| push_py_str_list(out, &names));
             }
         }
-        if mode == CompareMode::Tensor {
-            let names = [n.data_name.as_str(), b.as_ref().map_or(NA, |b| b.data_name.as_str())];
-            rows.push_with(|out| push_py_str_list(out, &names));
-        }
+        start = end;
     }
     rows
+}
+
+/// Writes the cells of row `(n, b)` up to `Requires_grad Consistent` into `head`; returns what
+/// the rules read of the row.
+fn head_cells<'a>(
+    pair: &FilePair<'a>,
+    n: &'a Side,
+    b: Option<&'a Side>,
+    floats: [[bool; 4]; 2],
+    head: &mut Rows,
+) -> RuleRow<'a> {
+    let mode = pair.mode;
+    let n_stats = columns::as_table(&n.stats, floats[0]);
+    let b_stats = b.map(|b| columns::as_table(&b.stats, floats[1]));
+    let bench_name = b.map_or(NA, |b| b.name.as_str());
+    let dtypes = [n.dtype.as_deref().unwrap_or(NA), b.and_then(|b| b.dtype.as_deref()).unwrap_or(NA)];
+    let shapes = [n.shape.as_deref().unwrap_or(NA), b.and_then(|b| b.shape.as_deref()).unwrap_or(NA)];
+    let rg = [n.requires_grad_cell(), b.map_or(NA, Side::requires_grad_cell)];
+    for cell in [n.name.as_str(), bench_name, dtypes[0], dtypes[1], shapes[0], shapes[1], rg[0], rg[1]] {
+        head.push(cell);
+    }
+    let stat_cells = |head: &mut Rows, s: Option<&[PyVal; 4]>| match s {
+        Some(s) => s.iter().for_each(|v| head.push_with(|out| v.push_cell(out))),
+        None => (0..4).for_each(|_| head.push(NA)),
+    };
+    let (mut norm_rel, mut thousandth, mut cosine) = (Cv::NA, Cv::NA, Cv::NA);
+    let mut md5 = [NA, NA];
+    match mode {
+        CompareMode::Statistics => {
+            let pairs: [(String, String); 4] =
+                std::array::from_fn(|i| stats::stat_cells(&n_stats[i], b_stats.as_ref().map(|b| &b[i])));
+            pairs.iter().for_each(|(diff, _)| head.push(diff));
+            pairs.iter().for_each(|(_, rel)| head.push(rel));
+            let [.., (_, norm)] = pairs;
+            norm_rel = Cv::Text(norm.into());
+            stat_cells(head, Some(&n_stats));
+            stat_cells(head, b_stats.as_ref());
+        }
+        CompareMode::Md5 => {
+            md5 = md5::md5_cells(n, b);
+            md5.iter().for_each(|cell| head.push(cell));
+        }
+        CompareMode::Tensor => {
+            let tn = (n.data_name != "-1").then(|| pair.ttensors.get(&n.data_name)).flatten();
+            let tb = b.filter(|b| b.data_name != "-1").and_then(|b| pair.gtensors.get(&b.data_name));
+            let m = tensor::metrics(tn.map(|t| &**t), tb.map(|t| &**t));
+            cosine = cv_of_metric(&m[0]);
+            thousandth = cv_of_metric(&m[4]);
+            m.iter().for_each(|metric| head.push_with(|out| metric.push_cell(out)));
+            stat_cells(head, Some(&n_stats));
+            stat_cells(head, b_stats.as_ref());
+        }
+    }
+    head.push(if rg[0] == rg[1] { "True" } else { "False" });
+    let [n_max, n_min, ..] = n_stats;
+    let (b_max, b_min) = match b_stats {
+        Some([max, min, ..]) => (Some(max), Some(min)),
+        None => (None, None),
+    };
+    RuleRow {
+        key: &n.key,
+        npu_name: &n.name,
+        matched: b.is_some(),
+        bench_name,
+        dtypes,
+        shapes,
+        requires_grad: rg,
+        extremes: [Some(n_max), Some(n_min), b_max, b_min],
+        norm_rel,
+        thousandth,
+        cosine,
+        md5,
+    }
 }
 
 #[cfg(test)]

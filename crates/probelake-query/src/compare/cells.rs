@@ -29,6 +29,12 @@ impl Rows {
         Rows { text: String::new(), ends: Vec::new(), width }
     }
 
+    /// An empty table of rows `width` cells wide, with room for `rows` rows of `bytes` bytes
+    /// of text in all.
+    pub fn with_capacity(width: usize, rows: usize, bytes: usize) -> Self {
+        Rows { text: String::with_capacity(bytes), ends: Vec::with_capacity(rows * width), width }
+    }
+
     /// A table `width` cells wide holding `cells`, row after row. A last row with fewer than
     /// `width` cells is not counted until it is complete.
     pub fn from_cells<S: AsRef<str>>(width: usize, cells: impl IntoIterator<Item = S>) -> Self {
@@ -47,6 +53,11 @@ impl Rows {
     /// The number of complete rows.
     pub fn len(&self) -> usize {
         self.ends.len().checked_div(self.width).unwrap_or(0)
+    }
+
+    /// The bytes of text of all cells together.
+    pub fn text_len(&self) -> usize {
+        self.text.len()
     }
 
     /// Whether there is no complete row.
@@ -83,9 +94,20 @@ impl Rows {
         self.ends.push(self.text.len());
     }
 
-    /// Appends the rows of `other`, which must be as wide.
-    pub(crate) fn append(&mut self, other: &Rows) {
+    /// Removes every cell, keeping the buffers.
+    pub(crate) fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+    }
+
+    /// Appends the rows of `other`, which must be as wide; takes its buffers when this table
+    /// is empty.
+    pub(crate) fn append(&mut self, other: Rows) {
         debug_assert_eq!(self.width, other.width);
+        if self.ends.is_empty() {
+            *self = other;
+            return;
+        }
         let base = self.text.len();
         self.text.push_str(&other.text);
         self.ends.extend(other.ends.iter().map(|e| e + base));
@@ -178,7 +200,7 @@ mod tests {
         assert_eq!(a.len(), 2);
         let b = Rows::from_cells(3, ["p", "q", "r"]);
         let mut c = Rows::from_cells(3, ["", "x", "yz", "1", "", "2"]);
-        c.append(&b);
+        c.append(b);
         assert_eq!(format!("{c:?}"), r#"[["", "x", "yz"], ["1", "", "2"], ["p", "q", "r"]]"#);
         assert_eq!(c.row(2).and_then(|r| r.get(2)), Some("r"));
         assert!(c.row(3).is_none() && c.row(0).is_some_and(|r| r.get(3).is_none()));
