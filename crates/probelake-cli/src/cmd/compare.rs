@@ -1,7 +1,9 @@
 //! `probelake compare TARGET GOLDEN`: msprobe's compare table for every unit in both runs.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use probelake_format::layout::encode_partition_value;
@@ -145,6 +147,10 @@ fn file_name(result: &UnitComparison, from_file: bool, stamp: &str, ext: &str) -
     }
 }
 
+/// Units compared at once. Two keep both cores busy on small units; more would only hold
+/// more rows in memory.
+const UNITS_IN_FLIGHT: usize = 2;
+
 /// Runs the comparison.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if args.xlsx && args.format != CompareFormat::Csv {
@@ -189,12 +195,23 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let opts = CompareOptions { mode };
     let mut errors = 0usize;
     let mut results = Vec::with_capacity(pairs.len());
-    let runs = RunPair::open(&target.lake, &golden.lake).await.context("opening the two runs")?;
+    let runs = Arc::new(RunPair::open(&target.lake, &golden.lake).await.context("opening the two runs")?);
     // Counted in the target's dump.json bytes, as import and export count.
     let bar = Bar::new("comparing", ctx.quiet);
     bar.start(pairs.iter().map(|(t, _)| t.counts.json_bytes).sum(), pairs.len());
-    for (t, g) in &pairs {
-        let result = runs.compare(t, g, &opts).await.with_context(|| format!("comparing {}", t.unit))?;
+    // A few units in flight, each its own task: one unit's query runs while another's rows
+    // are built. Results are taken in unit order, so the first error is the first unit's.
+    let mut in_flight = VecDeque::new();
+    let mut queue = pairs.iter();
+    loop {
+        while in_flight.len() < UNITS_IN_FLIGHT {
+            let Some(&(t, g)) = queue.next() else { break };
+            let (runs, unit_t, unit_g, opts) = (Arc::clone(&runs), t.clone(), g.clone(), opts.clone());
+            in_flight.push_back((t, tokio::spawn(async move { runs.compare(&unit_t, &unit_g, &opts).await })));
+        }
+        let Some((t, task)) = in_flight.pop_front() else { break };
+        let result =
+            task.await.context("a comparison task failed")?.with_context(|| format!("comparing {}", t.unit))?;
         errors += count_errors(&result);
         results.push((&t.unit, result));
         bar.advance(t.counts.json_bytes);
