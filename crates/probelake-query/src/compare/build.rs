@@ -158,7 +158,7 @@ fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool
                 }
             }
             if mode == CompareMode::Tensor {
-                let names = [n.data_name.as_str(), b.as_ref().map_or(NA, |b| b.data_name.as_str())];
+                let names = [n.data_name.as_ref(), b.as_ref().map_or(NA, |b| b.data_name.as_ref())];
                 rows.push_with(|out| push_py_str_list(out, &names));
             }
         }
@@ -208,8 +208,8 @@ fn head_cells<'a>(
             md5.iter().for_each(|cell| head.push(cell));
         }
         CompareMode::Tensor => {
-            let tn = (n.data_name != "-1").then(|| pair.ttensors.get(&n.data_name)).flatten();
-            let tb = b.filter(|b| b.data_name != "-1").and_then(|b| pair.gtensors.get(&b.data_name));
+            let tn = (n.data_name != "-1").then(|| pair.ttensors.get(n.data_name.as_ref())).flatten();
+            let tb = b.filter(|b| b.data_name != "-1").and_then(|b| pair.gtensors.get(b.data_name.as_ref()));
             let m = tensor::metrics(tn.map(|t| &**t), tb.map(|t| &**t));
             cosine = cv_of_metric(&m[0]);
             thousandth = cv_of_metric(&m[4]);
@@ -253,7 +253,7 @@ mod tests {
             requires_grad: None,
             stats: [PyVal::None, PyVal::None, PyVal::None, PyVal::None],
             md5: None,
-            data_name: "-1".to_owned(),
+            data_name: "-1".into(),
             has_md5: false,
         }
     }

@@ -91,7 +91,7 @@ pub(crate) fn side_of_leaf(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Si
                 shape: Some(synthetic.shape),
                 requires_grad: None,
                 stats: synthetic.stats,
-                md5: Some(md5),
+                md5: Some(md5.into()),
                 data_name: data_name_cell(None),
                 has_md5: false,
             };
@@ -119,10 +119,10 @@ fn tensor_side(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
         key: name.to_owned(),
         dtype: leaf.dtype.map(str::to_owned),
         shape: leaf.shape.as_deref().map(py_int_list),
-        requires_grad: leaf.requires_grad.map(|b| py_bool(b).to_owned()),
+        requires_grad: leaf.requires_grad.map(|b| Cow::Borrowed(py_bool(b))),
         stats: leaf.stats.map(stat),
         // Without a `value` field, the md5 of `str(value)` is that of the empty string.
-        md5: Some(leaf.md5.filter(|m| !m.is_empty()).map_or_else(|| EMPTY_CRC.to_owned(), str::to_owned)),
+        md5: Some(leaf.md5.filter(|m| !m.is_empty()).map_or(Cow::Borrowed(EMPTY_CRC), |m| Cow::Owned(m.to_owned()))),
         data_name: data_name_cell(leaf.data_name),
         has_md5: leaf.md5.is_some(),
     }

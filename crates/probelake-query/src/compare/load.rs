@@ -106,6 +106,13 @@ pub(crate) async fn read_files(lake: &Lake, unit: &CommitRecord) -> Result<BTree
     for batch in batches(lake, unit, Table::Stack).await? {
         let name = strings(&batch, "name")?;
         let frames = typed::<ListArray>(&batch, "frames")?;
+        // All frames of the batch as one Utf8 array (cast once, not once per entry).
+        let all_frames = cast(frames.values(), &DataType::Utf8)?;
+        let all_frames = all_frames
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| CompareError::Schema("column `frames` is not a list of strings".into()))?;
+        let offsets = frames.value_offsets();
         let inner = typed::<Int64Array>(&batch, "inner_step")?;
         let pid = typed::<Int64Array>(&batch, "pid")?;
         for i in 0..batch.num_rows() {
@@ -113,13 +120,8 @@ pub(crate) async fn read_files(lake: &Lake, unit: &CommitRecord) -> Result<BTree
             let list: Vec<String> = if frames.is_null(i) {
                 Vec::new()
             } else {
-                let v = cast(&frames.value(i), &DataType::Utf8)?;
-                let v = v
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .cloned()
-                    .unwrap_or_else(|| StringArray::from(Vec::<&str>::new()));
-                v.iter().map(|s| s.unwrap_or_default().to_owned()).collect()
+                let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
+                (start..end).map(|j| opt_str(all_frames, j).unwrap_or_default().to_owned()).collect()
             };
             file.stacks.insert(name.value(i).to_owned(), list);
         }

@@ -3,6 +3,8 @@
 //! renumbering. The SQL functions of `crate::udf` (`msprobe_compare_*`) wrap them; the join
 //! itself is the DataFusion plan of `compare::plan`.
 
+use std::borrow::Cow;
+
 use probelake_format::json::{self, Node, Value};
 
 use super::md5::crc32_hex;
@@ -20,13 +22,13 @@ pub(crate) struct Side {
     /// Shape text; `None` for a JSON null leaf.
     pub shape: Option<String>,
     /// `True`/`False`, or `None` when the leaf has no requires_grad (printed `N/A`).
-    pub requires_grad: Option<String>,
+    pub requires_grad: Option<Cow<'static, str>>,
     /// Max, Min, Mean, Norm as Python objects.
     pub stats: [PyVal; 4],
     /// CRC-32 text; `None` for a null leaf.
-    pub md5: Option<String>,
+    pub md5: Option<Cow<'static, str>>,
     /// Tensor file name, `-1` when the leaf has none.
-    pub data_name: String,
+    pub data_name: Cow<'static, str>,
     /// Whether the leaf carries an `md5` field (decides md5 mode).
     pub has_md5: bool,
 }
@@ -132,8 +134,8 @@ pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
     let Some(node) = node.filter(|n| matches!(n.value, Value::Object(_))) else { return base };
     let get = |k: &str| node.value.get(k);
     let requires_grad = get("requires_grad").map(|v| match &v.value {
-        Value::Bool(b) => py_bool(*b).to_owned(),
-        _ => py_str_node(v),
+        Value::Bool(b) => Cow::Borrowed(py_bool(*b)),
+        _ => Cow::Owned(py_str_node(v)),
     });
     let kind = get("type").and_then(|t| t.value.as_str()).unwrap_or_default();
     let value = get("value");
@@ -158,7 +160,7 @@ pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
             shape,
             requires_grad,
             stats,
-            md5: Some(md5_field.unwrap_or_else(|| value_md5(value))),
+            md5: Some(md5_field.unwrap_or_else(|| value_md5(value)).into()),
             ..base
         };
     }
@@ -168,14 +170,14 @@ pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
         shape: Some(synthetic.shape),
         requires_grad,
         stats: synthetic.stats,
-        md5: Some(md5_field.or(synthetic.md5).unwrap_or_else(|| value_md5(value))),
+        md5: Some(md5_field.or(synthetic.md5).unwrap_or_else(|| value_md5(value)).into()),
         ..base
     }
 }
 
 /// The `Data_name` cell: the tensor file, `-1` when the leaf has none.
-pub(crate) fn data_name_cell(data_name: Option<&str>) -> String {
-    data_name.filter(|d| !d.is_empty()).map_or_else(|| "-1".to_owned(), str::to_owned)
+pub(crate) fn data_name_cell(data_name: Option<&str>) -> Cow<'static, str> {
+    data_name.filter(|d| !d.is_empty()).map_or(Cow::Borrowed("-1"), |d| Cow::Owned(d.to_owned()))
 }
 
 /// msprobe's md5 of a leaf without an `md5` field: the CRC-32 of `str(value)`.
