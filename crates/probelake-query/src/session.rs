@@ -16,7 +16,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{DataFrame, SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
-use probelake_format::{Lake, Table};
+use probelake_format::{CommitRecord, Lake, Table};
 
 use crate::error::{QueryError, Result};
 use crate::table::LakeTable;
@@ -31,12 +31,22 @@ pub struct Run {
     pub name: String,
     /// Its dataset.
     pub lake: Lake,
+    /// The units the session shows; `None` lists the dataset's committed units.
+    units: Option<Vec<CommitRecord>>,
 }
 
 impl Run {
     /// A run named `name`.
     pub fn new(name: impl Into<String>, lake: Lake) -> Self {
-        Run { name: name.into(), lake }
+        Run { name: name.into(), lake, units: None }
+    }
+
+    /// The run restricted to `units`, committed units of its dataset (from
+    /// [`Lake::units`]), without listing the dataset again. A query over one unit of a large
+    /// dataset then plans over that unit's files only, not over every file of the dataset.
+    pub fn with_units(mut self, units: Vec<CommitRecord>) -> Self {
+        self.units = Some(units);
+        self
     }
 }
 
@@ -104,7 +114,10 @@ impl RunSession {
             }
             let url = ObjectStoreUrl::parse(format!("probelake://run{i}"))?;
             ctx.register_object_store(url.as_ref(), Arc::clone(run.lake.store()));
-            let units = run.lake.units().await?;
+            let units = match &run.units {
+                Some(units) => units.clone(),
+                None => run.lake.units().await?,
+            };
             let schema = Arc::new(MemorySchemaProvider::new());
             let mut files = Vec::new();
             for table in Table::ALL {
