@@ -481,19 +481,8 @@ mod tests {
 
     /// Every file below `root`, relative, with its bytes, in path order.
     fn files_below(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-        let mut out = BTreeMap::new();
-        let mut dirs = vec![root.to_path_buf()];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else {
-                    out.insert(path.strip_prefix(root).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        out
+        let relative = |path: PathBuf| (path.strip_prefix(root).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+        crate::synth::tests::files_under(root).into_iter().map(relative).collect()
     }
 
     /// A synthesized run of six units (two steps, three stages), imported into a dataset.

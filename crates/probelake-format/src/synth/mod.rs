@@ -245,6 +245,6 @@ pub fn write_run(spec: &SynthSpec, root: &Path) -> Result<SynthReport, SynthErro
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod tests_modes;

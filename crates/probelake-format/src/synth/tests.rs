@@ -10,7 +10,8 @@ pub(super) fn tmp(tag: &str) -> PathBuf {
     dir
 }
 
-pub(super) fn files_under(root: &Path) -> Vec<PathBuf> {
+/// Every file below `root`, in no particular order (also used by the export tests).
+pub(crate) fn files_under(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![root.to_path_buf()];
     while let Some(d) = todo.pop() {
