@@ -1,6 +1,6 @@
 //! `compare` of two imported runs, as `probelake compare DATASET DATASET` does (one
-//! [`RunPair`] for all units): plan and run the pairing query, build msprobe's rows and write
-//! them as msprobe's CSV (into memory). Throughput is in result rows.
+//! [`compare_unit`] per unit pair): plan and run the pairing query, build msprobe's rows and
+//! write them as msprobe's CSV (into memory). Throughput is in result rows.
 //!
 //! `cargo bench --bench compare`. Each size is one training step of the synthesized
 //! transformer in msprobe's layout (`probelake synth --layout msprobe --steps 1 --layers N`),
@@ -13,7 +13,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use probelake::format::msprobe::{import, ImportOptions, NoProgress};
 use probelake::format::synth::{write_run, SynthLayout, SynthSpec};
 use probelake::format::Lake;
-use probelake::query::compare::{CompareOptions, RunPair};
+use probelake::query::compare::{compare_unit, CompareOptions};
 
 /// (label, layers): about 1 MB and 10.7 MB of dump.json per side (the second is the size
 /// `compare.sh` measures against msprobe).
@@ -51,10 +51,9 @@ fn synthesize(rt: &tokio::runtime::Runtime, layers: usize) -> Pair {
 /// Compares every unit of the pair and writes the CSVs; returns the bytes written.
 async fn compare(pair: &Pair) -> usize {
     let (targets, goldens) = (pair.target.units().await.expect("units"), pair.golden.units().await.expect("units"));
-    let runs = RunPair::open(&pair.target, &pair.golden).await.expect("open the pair");
     let mut csv = Vec::new();
     for (t, g) in targets.iter().zip(&goldens) {
-        let table = runs.compare(t, g, &CompareOptions::default()).await.expect("compare");
+        let table = compare_unit(&pair.target, t, &pair.golden, g, &CompareOptions::default()).await.expect("compare");
         table.write_csv(&mut csv).expect("write csv");
     }
     csv.len()
@@ -68,10 +67,10 @@ fn bench(c: &mut Criterion) {
         let pair = synthesize(&rt, layers);
         let rows = rt.block_on(async {
             let (t, g) = (pair.target.units().await.expect("units"), pair.golden.units().await.expect("units"));
-            let runs = RunPair::open(&pair.target, &pair.golden).await.expect("open the pair");
             let mut rows = 0;
             for (t, g) in t.iter().zip(&g) {
-                rows += runs.compare(t, g, &CompareOptions::default()).await.expect("compare").rows.len();
+                let table = compare_unit(&pair.target, t, &pair.golden, g, &CompareOptions::default()).await;
+                rows += table.expect("compare").rows.len();
             }
             rows
         });

@@ -3,14 +3,13 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use probelake_format::layout::encode_partition_value;
 use probelake_format::msprobe::{import, ImportOptions, NoProgress, Progress as _};
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
-use probelake_query::compare::{CompareMode, CompareOptions, RunPair, UnitComparison};
+use probelake_query::compare::{compare_unit, CompareMode, CompareOptions, UnitComparison};
 
 use super::Context;
 use crate::progress::Bar;
@@ -195,7 +194,6 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let opts = CompareOptions { mode };
     let mut errors = 0usize;
     let mut results = Vec::with_capacity(pairs.len());
-    let runs = Arc::new(RunPair::open(&target.lake, &golden.lake).await.context("opening the two runs")?);
     // Counted in the target's dump.json bytes, as import and export count.
     let bar = Bar::new("comparing", ctx.quiet);
     bar.start(pairs.iter().map(|(t, _)| t.counts.json_bytes).sum(), pairs.len());
@@ -206,8 +204,10 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     loop {
         while in_flight.len() < UNITS_IN_FLIGHT {
             let Some(&(t, g)) = queue.next() else { break };
-            let (runs, unit_t, unit_g, opts) = (Arc::clone(&runs), t.clone(), g.clone(), opts.clone());
-            in_flight.push_back((t, tokio::spawn(async move { runs.compare(&unit_t, &unit_g, &opts).await })));
+            let (t_lake, g_lake) = (target.lake.clone(), golden.lake.clone());
+            let (unit_t, unit_g, opts) = (t.clone(), g.clone(), opts.clone());
+            let task = async move { compare_unit(&t_lake, &unit_t, &g_lake, &unit_g, &opts).await };
+            in_flight.push_back((t, tokio::spawn(task)));
         }
         let Some((t, task)) = in_flight.pop_front() else { break };
         let result =

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use probelake_format::msprobe::{import, ImportOptions};
 use probelake_format::synth::{write_run, SynthSpec};
-use probelake_query::compare::{CompareOptions, RunPair};
+use probelake_query::compare::{compare_unit, CompareOptions};
 
 use super::import::human_bytes;
 
@@ -98,9 +98,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         "  {:>4} {:<24} {:>4} {:>6} {:>6} {:>8} {:>6}",
         "step", "stage", "rank", "rows", "pass", "warning", "error"
     );
-    let runs = RunPair::open(&t_lake, &g_lake).await?;
     for (t, g) in pairs {
-        let result = runs.compare(t, g, &CompareOptions::default()).await?;
+        let result = compare_unit(&t_lake, t, &g_lake, g, &CompareOptions::default()).await?;
         let col = result.header.iter().position(|h| h == "Result");
         let count =
             |what: &str| result.rows.iter().filter(|r| col.and_then(|c| r.get(c)).is_some_and(|v| v == what)).count();

@@ -15,6 +15,7 @@ use super::pyfmt::{push_py_str_list, PyVal};
 use super::rows::Side;
 use super::rules::{self, Cv, RuleRow, RuleSet};
 use super::tensor::{self, Metric};
+use super::threads::{cores, map_scoped};
 use super::{columns, md5, stats, CompareMode};
 
 const NA: &str = "N/A";
@@ -78,24 +79,14 @@ pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) {
         columns::float_columns(pair.matched.iter().map(|(_, b)| b.as_ref().map(|b| &b.stats))),
     ];
     let chunks = key_chunks(pair.matched);
-    let built: Vec<Rows> = if chunks.len() == 1 {
-        vec![chunk_rows(pair, 0..pair.matched.len(), floats)]
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                chunks.into_iter().map(|range| scope.spawn(move || chunk_rows(pair, range, floats))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-        })
-    };
-    for rows in built {
+    for rows in map_scoped(&chunks, |range| chunk_rows(pair, range.clone(), floats)) {
         out.append(rows);
     }
 }
 
 /// Cuts `matched` into one range per core, each ending where a dump key ends.
 fn key_chunks(matched: &[(Side, Option<Side>)]) -> Vec<std::ops::Range<usize>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let count = (matched.len() / ROWS_PER_THREAD).clamp(1, threads);
+    let count = (matched.len() / ROWS_PER_THREAD).clamp(1, cores());
     let mut ranges = Vec::with_capacity(count);
     let mut start = 0;
     for k in 1..count {

@@ -3,8 +3,6 @@
 
 use std::io::Write;
 
-use super::cells::Row;
-
 fn needs_quotes(field: &str) -> bool {
     field.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
 }
@@ -24,23 +22,15 @@ fn write_field(out: &mut impl Write, field: &str) -> std::io::Result<()> {
 }
 
 /// Writes one CSV record.
-pub(crate) fn write_record<S: AsRef<str>>(out: &mut impl Write, fields: &[S]) -> std::io::Result<()> {
-    for (i, f) in fields.iter().enumerate() {
+pub(crate) fn write_record<S: AsRef<str>>(
+    out: &mut impl Write,
+    fields: impl IntoIterator<Item = S>,
+) -> std::io::Result<()> {
+    for (i, f) in fields.into_iter().enumerate() {
         if i > 0 {
             out.write_all(b",")?;
         }
         write_field(out, f.as_ref())?;
-    }
-    out.write_all(b"\n")
-}
-
-/// Writes one row of a table as a CSV record.
-pub(crate) fn write_row(out: &mut impl Write, row: Row<'_>) -> std::io::Result<()> {
-    for (i, f) in row.iter().enumerate() {
-        if i > 0 {
-            out.write_all(b",")?;
-        }
-        write_field(out, f)?;
     }
     out.write_all(b"\n")
 }
@@ -52,7 +42,7 @@ mod tests {
     #[test]
     fn quoting() {
         let mut v = Vec::new();
-        write_record(&mut v, &["a", "[2, 8]", "[\"x\"]", " inf"]).unwrap();
+        write_record(&mut v, ["a", "[2, 8]", "[\"x\"]", " inf"]).unwrap();
         assert_eq!(String::from_utf8(v).unwrap(), "a,\"[2, 8]\",\"[\"\"x\"\"]\", inf\n");
     }
 }

@@ -1,9 +1,10 @@
 //! `probelake compare`: msprobe's two-dump comparison (`msprobe compare -tp … -gp …`,
 //! mindstudio-probe 26.2) reproduced cell for cell from two probelake datasets.
 //!
-//! One [`compare_unit`] call (or [`RunPair::compare`], for many units) compares one unit of the
-//! target (NPU) run with one unit of the golden (bench) run and returns the rows msprobe's CSV
-//! would hold; [`UnitComparison::write_csv`] writes them as pandas does. The rules behind every cell are in `docs/compare.md`.
+//! One [`compare_unit`] call compares one unit of the target (NPU) run with one unit of the
+//! golden (bench) run and returns the rows msprobe's CSV would hold;
+//! [`UnitComparison::write_csv`] writes them as pandas does. The rules behind every cell are in
+//! `docs/compare.md`.
 //!
 //! The pieces: `plan` is the DataFusion plan that selects both sides' leaves, keys them (with
 //! backward renumbering) and joins them in msprobe's order, through the SQL functions of
@@ -25,6 +26,7 @@ pub(crate) mod rows;
 mod rules;
 mod stats;
 mod tensor;
+mod threads;
 mod typed;
 
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
@@ -75,8 +77,8 @@ impl UnitComparison {
     /// Writes the table as `msprobe compare` writes its CSV (pandas `to_csv(index=False)`).
     pub fn write_csv(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         csv::write_record(out, &self.header)?;
-        for row in self.rows.iter() {
-            csv::write_row(out, row)?;
+        for row in &self.rows {
+            csv::write_record(out, row.iter())?;
         }
         Ok(())
     }
@@ -144,7 +146,22 @@ fn side_mode(file: Option<&DumpFile>, has_md5: bool) -> Result<CompareMode, Comp
 ///
 /// A unit can hold several dump files (inner steps, processes); they are paired by position
 /// in (inner_step, pid) order, as msprobe pairs rank folders, and their rows concatenated.
-/// [`RunPair::compare`] does the same for units of two datasets opened once.
+/// `t` and `g` are committed units of the two datasets (from [`Lake::units`]).
+///
+/// The plan runs in a session over these two units and nothing else: a session over the whole
+/// datasets made every scan weigh every file of the dataset, so a unit's cost grew with the
+/// dataset (0.12 s a unit pair at 100 MB, 0.22 s at 1 GB). Units may be compared at once, from
+/// several tasks.
+///
+/// ```no_run
+/// # async fn demo(target: probelake_format::Lake, golden: probelake_format::Lake) -> Result<(), Box<dyn std::error::Error>> {
+/// use probelake_query::compare::{compare_unit, CompareOptions};
+///
+/// for (t, g) in target.units().await?.iter().zip(&golden.units().await?) {
+///     compare_unit(&target, t, &golden, g, &CompareOptions::default()).await?.write_csv(&mut std::io::stdout())?;
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn compare_unit(
     target: &Lake,
     t: &CommitRecord,
@@ -152,98 +169,57 @@ pub async fn compare_unit(
     g: &CommitRecord,
     opts: &CompareOptions,
 ) -> Result<UnitComparison, CompareError> {
-    RunPair::open(target, golden).await?.compare(t, g, opts).await
-}
-
-/// Two datasets opened for comparing unit by unit.
-///
-/// Each [`RunPair::compare`] plans over the two units it compares and nothing else: a
-/// session over whole datasets made every scan of every unit's queries weigh every file of the
-/// dataset, so a unit's cost grew with the dataset (0.12 s a unit pair at 100 MB, 0.22 s at
-/// 1 GB). Units may be compared at once, from several tasks.
-///
-/// ```no_run
-/// # async fn demo(target: probelake_format::Lake, golden: probelake_format::Lake) -> Result<(), Box<dyn std::error::Error>> {
-/// use probelake_query::compare::{CompareOptions, RunPair};
-///
-/// let pair = RunPair::open(&target, &golden).await?;
-/// for (t, g) in target.units().await?.iter().zip(&golden.units().await?) {
-///     pair.compare(t, g, &CompareOptions::default()).await?.write_csv(&mut std::io::stdout())?;
-/// }
-/// # Ok(()) }
-/// ```
-pub struct RunPair {
-    target: Lake,
-    golden: Lake,
-}
-
-impl RunPair {
-    /// Opens `target` (the NPU side) and `golden` (the bench side).
-    pub async fn open(target: &Lake, golden: &Lake) -> Result<Self, CompareError> {
-        Ok(RunPair { target: target.clone(), golden: golden.clone() })
+    let started = std::time::Instant::now();
+    let runs = vec![
+        Run::new("target", target.clone()).with_units(vec![t.clone()]),
+        Run::new("golden", golden.clone()).with_units(vec![g.clone()]),
+    ];
+    let session = RunSession::open(runs, false).await?;
+    let plan = plan::run_in(&session, &t.unit, &g.unit).await?;
+    let planned = started.elapsed();
+    let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
+    if tfiles.is_empty() {
+        return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
     }
-
-    /// Compares unit `t` of the target with unit `g` of the golden run, as [`compare_unit`].
-    /// `t` and `g` are committed units of the two datasets (from [`Lake::units`]).
-    pub async fn compare(
-        &self,
-        t: &CommitRecord,
-        g: &CommitRecord,
-        opts: &CompareOptions,
-    ) -> Result<UnitComparison, CompareError> {
-        let (target, golden) = (&self.target, &self.golden);
-        let started = std::time::Instant::now();
-        let runs = vec![
-            Run::new("target", target.clone()).with_units(vec![t.clone()]),
-            Run::new("golden", golden.clone()).with_units(vec![g.clone()]),
-        ];
-        let session = RunSession::open(runs, false).await?;
-        let plan = plan::run_in(&session, &t.unit, &g.unit).await?;
-        let planned = started.elapsed();
-        let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
-        if tfiles.is_empty() {
-            return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
-        }
-        if gfiles.is_empty() {
-            return Err(CompareError::NoData { side: "golden", unit: unit_text(&g.unit) });
-        }
-        if tfiles.len() != gfiles.len() {
-            return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
-        }
-        let (tcontext, gcontext) = (read_files(target, t).await?, read_files(golden, g).await?);
-        // The first pair's mode holds for the unit; every pair must agree with itself.
-        let mut mode = opts.mode;
-        for (tfile, gfile) in tfiles.iter().zip(gfiles) {
-            let tm = side_mode(tcontext.get(&tfile.key), tfile.has_md5)?;
-            let gm = side_mode(gcontext.get(&gfile.key), gfile.has_md5)?;
-            if tm != gm {
-                return Err(CompareError::ModeMismatch { target: format!("{tm:?}"), golden: format!("{gm:?}") });
-            }
-            mode.get_or_insert(tm);
-        }
-        let mode = mode.unwrap_or(CompareMode::Statistics);
-        let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
-        let header = header(mode, stack);
-        let mut rows = Rows::new(header.len());
-        let (no_rows, empty) = (Vec::new(), DumpFile::default());
-        for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
-            let (ttensors, gtensors) = if mode == CompareMode::Tensor {
-                (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
-            } else {
-                Default::default()
-            };
-            let pair = FilePair {
-                mode,
-                stack,
-                npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
-                matched: plan.rows.get(&file_no).unwrap_or(&no_rows),
-                ttensors: &ttensors,
-                gtensors: &gtensors,
-            };
-            build_rows(&pair, &mut rows);
-        }
-        let target_files = tfiles.iter().map(|f| f.key).collect();
-        tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, total = ?started.elapsed(), "compared");
-        Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
+    if gfiles.is_empty() {
+        return Err(CompareError::NoData { side: "golden", unit: unit_text(&g.unit) });
     }
+    if tfiles.len() != gfiles.len() {
+        return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
+    }
+    let (tcontext, gcontext) = (read_files(target, t).await?, read_files(golden, g).await?);
+    // The first pair's mode holds for the unit; every pair must agree with itself.
+    let mut mode = opts.mode;
+    for (tfile, gfile) in tfiles.iter().zip(gfiles) {
+        let tm = side_mode(tcontext.get(&tfile.key), tfile.has_md5)?;
+        let gm = side_mode(gcontext.get(&gfile.key), gfile.has_md5)?;
+        if tm != gm {
+            return Err(CompareError::ModeMismatch { target: format!("{tm:?}"), golden: format!("{gm:?}") });
+        }
+        mode.get_or_insert(tm);
+    }
+    let mode = mode.unwrap_or(CompareMode::Statistics);
+    let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
+    let header = header(mode, stack);
+    let mut rows = Rows::new(header.len());
+    let (no_rows, empty) = (Vec::new(), DumpFile::default());
+    for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
+        let (ttensors, gtensors) = if mode == CompareMode::Tensor {
+            (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
+        } else {
+            Default::default()
+        };
+        let pair = FilePair {
+            mode,
+            stack,
+            npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
+            matched: plan.rows.get(&file_no).unwrap_or(&no_rows),
+            ttensors: &ttensors,
+            gtensors: &gtensors,
+        };
+        build_rows(&pair, &mut rows);
+    }
+    let target_files = tfiles.iter().map(|f| f.key).collect();
+    tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, total = ?started.elapsed(), "compared");
+    Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
 }

@@ -13,6 +13,7 @@ use probelake_format::Unit;
 use super::leaf_side::{side_of_leaf, LeafArrays, LEAF_COLUMNS};
 use super::load::FileKey;
 use super::rows::Side;
+use super::threads::{cores, map_scoped};
 use super::CompareError;
 use crate::session::RunSession;
 
@@ -217,20 +218,10 @@ type PlanRow = (i64, Side, Option<Side>);
 /// The rows of each batch, in order. Reading a side's cells out of its leaf is most of the
 /// work after the join, so the batches are shared out over the cores, a run of them each.
 fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<Vec<PlanRow>>, CompareError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(batches.len()).max(1);
-    if threads == 1 {
-        return batches.iter().map(sides_of_batch).collect();
-    }
-    let per_thread = batches.len().div_ceil(threads);
-    let runs: Vec<Result<Vec<Vec<PlanRow>>, CompareError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = batches
-            .chunks(per_thread)
-            .map(|run| scope.spawn(move || run.iter().map(sides_of_batch).collect()))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-    });
+    let per_core = batches.len().div_ceil(cores()).max(1);
+    let runs: Vec<&[RecordBatch]> = batches.chunks(per_core).collect();
     let mut out = Vec::with_capacity(batches.len());
-    for run in runs {
+    for run in map_scoped(&runs, |run| run.iter().map(sides_of_batch).collect::<Result<Vec<_>, _>>()) {
         out.extend(run?);
     }
     Ok(out)
