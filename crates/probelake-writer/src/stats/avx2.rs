@@ -2,22 +2,22 @@
 //!
 //! Eight lanes in one 256-bit register: integer max/min over order keys (`vpmaxsd`), f32 sums
 //! over chunks of 16 rows (even and odd rows apart), each chunk's sums widened and added in four
-//! f64 lanes. The order of
-//! every addition is the portable loop's, so both give the same bits (a test checks it). The
-//! intrinsics are safe to call here: every function enables AVX2, and none takes a pointer.
+//! f64 lanes. bfloat16 rows are 16 lanes wide and need FMA too. The order of every addition is
+//! the portable loop's, so both give the same bits (a test checks it). The intrinsics are safe
+//! to call here: every function enables the features it uses, and only the bfloat16 load takes a
+//! pointer.
 
 use std::arch::x86_64::{
     __m128i, __m256, __m256d, __m256i, _mm256_add_pd, _mm256_add_ps, _mm256_castpd256_pd128, _mm256_castps256_ps128,
     _mm256_castps_si256, _mm256_castsi256_ps, _mm256_castsi256_si128, _mm256_cvtph_ps, _mm256_cvtps_pd,
-    _mm256_extract_epi32, _mm256_extractf128_pd, _mm256_extractf128_ps, _mm256_extracti128_si256, _mm256_max_epi16,
-    _mm256_max_epi32, _mm256_min_epi16, _mm256_min_epi32, _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32,
-    _mm256_setr_epi16, _mm256_setr_epi32, _mm256_setzero_pd, _mm256_setzero_ps, _mm256_setzero_si256,
-    _mm256_srai_epi16, _mm256_srai_epi32, _mm256_srli_epi16, _mm256_srli_epi32, _mm256_unpackhi_epi16,
-    _mm256_unpacklo_epi16, _mm256_xor_si256, _mm_add_pd, _mm_cvtsd_f64, _mm_extract_epi16, _mm_setr_epi16,
-    _mm_unpackhi_pd,
+    _mm256_extract_epi32, _mm256_extractf128_pd, _mm256_extractf128_ps, _mm256_extracti128_si256, _mm256_fmadd_ps,
+    _mm256_loadu_si256, _mm256_max_epi16, _mm256_max_epi32, _mm256_max_epu16, _mm256_min_epi32, _mm256_min_epu16,
+    _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_pd, _mm256_setzero_ps,
+    _mm256_setzero_si256, _mm256_srai_epi32, _mm256_srli_epi32, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
+    _mm256_xor_si256, _mm_add_pd, _mm_cvtsd_f64, _mm_extract_epi16, _mm_setr_epi16, _mm_unpackhi_pd,
 };
 
-use super::float::{widen_key16, Acc, BF16_ROW, CHUNK_ROWS, LANES};
+use super::float::{Acc, Extremes16, BF16_CHUNK_ROWS, BF16_ROW, CHUNK_ROWS, LANES};
 
 /// The reduction state: per-lane keys and f64 partial sums.
 struct State {
@@ -134,83 +134,147 @@ fn halves(r: &[[u8; 2]; LANES]) -> __m128i {
     _mm_setr_epi16(w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7))
 }
 
-/// Rows of 16 little-endian bfloat16 values: max/min keys on 16 bits (16 lanes), then each
-/// half widened to f32 (`vpunpck{l,h}wd` with zero: the low 16 bits of an f32) and summed.
+/// One row of 16 bfloat16 values as they lie in memory (little-endian, as x86 loads them).
+#[inline]
 #[target_feature(enable = "avx2")]
+fn load_bf16(row: &[[u8; 2]; BF16_ROW]) -> __m256i {
+    // SAFETY: `row` is 32 readable bytes, and an unaligned load has no other requirement. (The
+    // safe `_mm256_setr_epi16` of the 16 words compiles to five instructions, not one.)
+    unsafe { _mm256_loadu_si256(row.as_ptr().cast()) }
+}
+
+/// Per-lane [`Extremes16`] of bfloat16 rows.
+struct Extremes {
+    signed_max: __m256i,
+    unsigned_max: __m256i,
+    unsigned_min: __m256i,
+}
+
+impl Extremes {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn new() -> Self {
+        Extremes {
+            signed_max: _mm256_set1_epi16(i16::MIN),
+            unsigned_max: _mm256_setzero_si256(),
+            unsigned_min: _mm256_set1_epi16(-1),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn add(&mut self, bits: __m256i) {
+        self.signed_max = _mm256_max_epi16(self.signed_max, bits);
+        self.unsigned_max = _mm256_max_epu16(self.unsigned_max, bits);
+        self.unsigned_min = _mm256_min_epu16(self.unsigned_min, bits);
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn finish(self) -> Extremes16 {
+        let (signed_max, unsigned_max, unsigned_min) =
+            (words(self.signed_max), words(self.unsigned_max), words(self.unsigned_min));
+        (0..BF16_ROW).fold(Extremes16::EMPTY, |all, i| {
+            all.merge(Extremes16 {
+                signed_max: signed_max[i] as i16,
+                unsigned_max: unsigned_max[i],
+                unsigned_min: unsigned_min[i],
+            })
+        })
+    }
+}
+
+/// The sixteen 16-bit lanes of a register.
+#[target_feature(enable = "avx2")]
+fn words(v: __m256i) -> [u16; BF16_ROW] {
+    let mut out = [0u16; BF16_ROW];
+    let halves = [_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v)];
+    for (slots, half) in out.chunks_exact_mut(8).zip(halves) {
+        let lanes = [
+            _mm_extract_epi16::<0>(half),
+            _mm_extract_epi16::<1>(half),
+            _mm_extract_epi16::<2>(half),
+            _mm_extract_epi16::<3>(half),
+            _mm_extract_epi16::<4>(half),
+            _mm_extract_epi16::<5>(half),
+            _mm_extract_epi16::<6>(half),
+            _mm_extract_epi16::<7>(half),
+        ];
+        for (slot, lane) in slots.iter_mut().zip(lanes) {
+            *slot = lane as u16;
+        }
+    }
+    out
+}
+
+/// The f32 sums and sums of squares of the even (or the odd) rows of a chunk, in two registers
+/// each: a row's halves widened by `vpunpck{l,h}wd` with zero (a bfloat16 is the high 16 bits of
+/// its f32).
+struct HalfSums {
+    sum: [__m256; 2],
+    sq: [__m256; 2],
+}
+
+impl HalfSums {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn new() -> Self {
+        HalfSums { sum: [_mm256_setzero_ps(); 2], sq: [_mm256_setzero_ps(); 2] }
+    }
+
+    /// Adds a row; its squares are exact in f32, so fusing them into the add rounds once, as
+    /// the unfused pair would.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn add(&mut self, bits: __m256i) {
+        let zero = _mm256_setzero_si256();
+        let halves = [_mm256_unpacklo_epi16(zero, bits), _mm256_unpackhi_epi16(zero, bits)];
+        for (h, half) in halves.into_iter().enumerate() {
+            let v = _mm256_castsi256_ps(half);
+            self.sum[h] = _mm256_add_ps(self.sum[h], v);
+            self.sq[h] = _mm256_fmadd_ps(v, v, self.sq[h]);
+        }
+    }
+
+    /// (sum, sum of squares) in four f64 lanes, the low half's pairs plus the high half's.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn widen(&self) -> (__m256d, __m256d) {
+        let both = |v: &[__m256; 2]| _mm256_add_pd(widen_pairs(v[0]), widen_pairs(v[1]));
+        (both(&self.sum), both(&self.sq))
+    }
+}
+
+/// Rows of 16 little-endian bfloat16 values: max and min from the raw bits ([`Extremes16`]),
+/// sums over chunks of [`BF16_CHUNK_ROWS`] rows with even and odd rows in separate registers, so eight
+/// independent f32 chains keep the adders busy.
+#[target_feature(enable = "avx2,fma")]
 pub(super) fn rows_bf16(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
     if rows.is_empty() {
         return Acc::new_empty();
     }
-    let zero = _mm256_setzero_si256();
-    let mut max = _mm256_set1_epi16(i16::MIN);
-    let mut min = _mm256_set1_epi16(i16::MAX);
+    let mut extremes = Extremes::new();
     let (mut sum, mut sq) = (_mm256_setzero_pd(), _mm256_setzero_pd());
-    for chunk in rows.chunks(CHUNK_ROWS / 2) {
-        let (mut s0, mut s1, mut q0, mut q1) =
-            (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
-        for r in chunk {
-            let w = |i: usize| i16::from_le_bytes(r[i]);
-            let v = _mm256_setr_epi16(
-                w(0),
-                w(1),
-                w(2),
-                w(3),
-                w(4),
-                w(5),
-                w(6),
-                w(7),
-                w(8),
-                w(9),
-                w(10),
-                w(11),
-                w(12),
-                w(13),
-                w(14),
-                w(15),
-            );
-            let key = _mm256_xor_si256(v, _mm256_srli_epi16::<1>(_mm256_srai_epi16::<15>(v)));
-            max = _mm256_max_epi16(max, key);
-            min = _mm256_min_epi16(min, key);
-            let a = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
-            let b = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
-            s0 = _mm256_add_ps(s0, a);
-            q0 = _mm256_add_ps(q0, _mm256_mul_ps(a, a));
-            s1 = _mm256_add_ps(s1, b);
-            q1 = _mm256_add_ps(q1, _mm256_mul_ps(b, b));
+    for chunk in rows.chunks(BF16_CHUNK_ROWS) {
+        let (mut even, mut odd) = (HalfSums::new(), HalfSums::new());
+        let (pairs, last) = chunk.as_chunks::<2>();
+        for [a, b] in pairs {
+            let (a, b) = (load_bf16(a), load_bf16(b));
+            extremes.add(a);
+            extremes.add(b);
+            even.add(a);
+            odd.add(b);
         }
-        sum = _mm256_add_pd(sum, _mm256_add_pd(widen_pairs(s0), widen_pairs(s1)));
-        sq = _mm256_add_pd(sq, _mm256_add_pd(widen_pairs(q0), widen_pairs(q1)));
-    }
-    let keys = |v: __m256i| {
-        let mut out = [0i16; BF16_ROW];
-        let lo = _mm256_castsi256_si128(v);
-        let hi = _mm256_extracti128_si256::<1>(v);
-        for (half, src) in [lo, hi].into_iter().enumerate() {
-            let words = [
-                _mm_extract_epi16::<0>(src),
-                _mm_extract_epi16::<1>(src),
-                _mm_extract_epi16::<2>(src),
-                _mm_extract_epi16::<3>(src),
-                _mm_extract_epi16::<4>(src),
-                _mm_extract_epi16::<5>(src),
-                _mm_extract_epi16::<6>(src),
-                _mm_extract_epi16::<7>(src),
-            ];
-            for (i, w) in words.into_iter().enumerate() {
-                if let Some(slot) = out.get_mut(half * 8 + i) {
-                    *slot = w as u16 as i16;
-                }
-            }
+        for row in last {
+            let a = load_bf16(row);
+            extremes.add(a);
+            even.add(a);
         }
-        out
-    };
-    Acc {
-        max: widen_key16(keys(max).into_iter().max().unwrap_or(i16::MIN)),
-        min: widen_key16(keys(min).into_iter().min().unwrap_or(i16::MAX)),
-        sum: horizontal(sum),
-        sq: horizontal(sq),
-        count: rows.len() * BF16_ROW,
+        let ((even_sum, even_sq), (odd_sum, odd_sq)) = (even.widen(), odd.widen());
+        sum = _mm256_add_pd(sum, _mm256_add_pd(even_sum, odd_sum));
+        sq = _mm256_add_pd(sq, _mm256_add_pd(even_sq, odd_sq));
     }
+    let (max, min) = extremes.finish().keys();
+    Acc { max, min, sum: horizontal(sum), sq: horizontal(sq), count: rows.len() * BF16_ROW }
 }
 
 /// Rows of little-endian IEEE float16 halves, widened by F16C (`vcvtph2ps`, exact).

@@ -4,10 +4,11 @@
 //! bfloat16); each lane keeps its own max, min and sums, so the loop has no dependency across
 //! lanes. Max and min are taken over integer keys that order like the floats ([`order_key`]).
 //! Sums run in f32 over chunks of 128 elements — even and odd rows apart, so each f32 partial
-//! sum adds 8 values — and the partial sums are added up in f64: converting every element to
+//! sum adds 8 values (bfloat16: 512 elements, 16 values) — and the partial sums are added up in
+//! f64: converting every element to
 //! f64 would halve the vector width and, measured, cost 3× the time. The price is a bounded f32
-//! rounding error, at most 7·2⁻²⁴ of the partial's sum of magnitudes (see [`super`]'s precision
-//! note).
+//! rounding error, at most 7·2⁻²⁴ (bfloat16: 15·2⁻²⁴) of the partial's sum of magnitudes (see
+//! [`super`]'s precision note).
 //!
 //! Squares of very small or very large f32 values underflow or overflow in f32 long before
 //! their sum does in f64, so a tensor whose largest magnitude is below 2^-40 (and not 0) or
@@ -127,59 +128,96 @@ fn reduce_rows<T: Copy>(rows: &[[T; LANES]], bits: impl Fn(T) -> u32) -> Acc {
 
 /// bfloat16 elements per row: one 256-bit register of 16-bit values.
 pub(super) const BF16_ROW: usize = 16;
+/// bfloat16 rows summed in f32 before their sums move to f64: each f32 partial sum adds 16
+/// values, twice [`CHUNK_ROWS`]' 8, because widening the eight partials of a bfloat16 chunk
+/// costs as much as half its loop; the larger error bound is still far below a bfloat16 ulp.
+pub(super) const BF16_CHUNK_ROWS: usize = 2 * CHUNK_ROWS;
 /// Which elements of a bfloat16 row each of the two f32 halves gets, as `vpunpcklwd` /
 /// `vpunpckhwd` spread them (per 128-bit lane).
 pub(super) const BF16_HALVES: [[usize; LANES]; 2] = [[0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]];
 
-/// [`order_key`] for 16-bit floats (bfloat16 orders like the f32 it widens to).
-#[inline(always)]
-fn order_key16(bits: u16) -> i16 {
-    (bits ^ ((((bits as i16) >> 15) as u16) >> 1)) as i16
+/// What the bfloat16 loops keep of each lane's raw 16-bit patterns: their signed max and their
+/// unsigned max and min. These three integer reductions of the bits as loaded locate the float
+/// max and min ([`Extremes16::keys`]) without an order key per element, which would cost three
+/// more vector operations per row than it saves.
+#[derive(Clone, Copy)]
+pub(super) struct Extremes16 {
+    pub(super) signed_max: i16,
+    pub(super) unsigned_max: u16,
+    pub(super) unsigned_min: u16,
 }
 
-/// An f32 order key from a bfloat16 order key.
-pub(super) fn widen_key16(key: i16) -> i32 {
-    let bits = key as u16;
-    let bits = bits ^ ((((bits as i16) >> 15) as u16) >> 1);
-    order_key(u32::from(bits) << 16)
+impl Extremes16 {
+    /// The extremes of no elements.
+    pub(super) const EMPTY: Extremes16 = Extremes16 { signed_max: i16::MIN, unsigned_max: 0, unsigned_min: u16::MAX };
+
+    #[inline(always)]
+    fn add(&mut self, bits: u16) {
+        self.signed_max = self.signed_max.max(bits as i16);
+        self.unsigned_max = self.unsigned_max.max(bits);
+        self.unsigned_min = self.unsigned_min.min(bits);
+    }
+
+    /// The extremes of both sets of elements.
+    pub(super) fn merge(self, other: Extremes16) -> Extremes16 {
+        Extremes16 {
+            signed_max: self.signed_max.max(other.signed_max),
+            unsigned_max: self.unsigned_max.max(other.unsigned_max),
+            unsigned_min: self.unsigned_min.min(other.unsigned_min),
+        }
+    }
+
+    /// The f32 order keys of the float max and min. As signed integers the non-negative
+    /// patterns (sign bit clear) order like their floats, so the signed max is the float max
+    /// whenever one is non-negative; if none is, the float max is the negative of least
+    /// magnitude, the unsigned min. Likewise the unsigned max is the negative of largest
+    /// magnitude, the float min, whenever one is negative, else the min is the unsigned min.
+    /// NaN patterns land where [`order_key`] puts them.
+    pub(super) fn keys(self) -> (i32, i32) {
+        let max = if self.signed_max >= 0 { self.signed_max as u16 } else { self.unsigned_min };
+        let min = if self.unsigned_max >= 0x8000 { self.unsigned_max } else { self.unsigned_min };
+        (order_key(u32::from(max) << 16), order_key(u32::from(min) << 16))
+    }
 }
 
-/// The portable bfloat16 loop: keys on 16 bits, 16 elements a row, each row's elements summed
-/// in two f32 halves ([`BF16_HALVES`]) as the AVX2 loop sums them.
+/// The portable bfloat16 loop: 16 elements a row, each row's elements summed in two f32 halves
+/// ([`BF16_HALVES`]), even and odd rows apart, as the AVX2 loop sums them. Squares are fused
+/// into the sums (`mul_add`) as the AVX2 loop's FMA fuses them: the square of a bfloat16 is
+/// exact in f32 unless it is subnormal, so fusing changes nothing else, and both builds agree.
 fn reduce_bf16_rows(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
     if rows.is_empty() {
         return Acc::new_empty();
     }
-    let mut max = [i16::MIN; BF16_ROW];
-    let mut min = [i16::MAX; BF16_ROW];
+    let mut extremes = [Extremes16::EMPTY; BF16_ROW];
     let (mut sum, mut sq) = ([0f64; 4], [0f64; 4]);
-    for chunk in rows.chunks(CHUNK_ROWS / 2) {
-        let mut s = [[0f32; LANES]; 2];
-        let mut q = [[0f32; LANES]; 2];
-        for row in chunk {
+    for chunk in rows.chunks(BF16_CHUNK_ROWS) {
+        // [parity][half][lane]
+        let mut s = [[[0f32; LANES]; 2]; 2];
+        let mut q = [[[0f32; LANES]; 2]; 2];
+        for (r, row) in chunk.iter().enumerate() {
             let b: [u16; BF16_ROW] = std::array::from_fn(|i| u16::from_le_bytes(row[i]));
-            for i in 0..BF16_ROW {
-                let key = order_key16(b[i]);
-                max[i] = max[i].max(key);
-                min[i] = min[i].min(key);
+            for (e, &bits) in extremes.iter_mut().zip(&b) {
+                e.add(bits);
             }
             for (h, half) in BF16_HALVES.iter().enumerate() {
                 for (l, &i) in half.iter().enumerate() {
                     let v = f32::from_bits(u32::from(b[i]) << 16);
-                    s[h][l] += v;
-                    q[h][l] += v * v;
+                    s[r % 2][h][l] += v;
+                    q[r % 2][h][l] = v.mul_add(v, q[r % 2][h][l]);
                 }
             }
         }
         let pair = |v: &[f32; LANES], j: usize| f64::from(v[j]) + f64::from(v[j + 4]);
+        let halves = |v: &[[f32; LANES]; 2], j: usize| pair(&v[0], j) + pair(&v[1], j);
         for j in 0..4 {
-            sum[j] += pair(&s[0], j) + pair(&s[1], j);
-            sq[j] += pair(&q[0], j) + pair(&q[1], j);
+            sum[j] += halves(&s[0], j) + halves(&s[1], j);
+            sq[j] += halves(&q[0], j) + halves(&q[1], j);
         }
     }
+    let (max, min) = extremes.into_iter().fold(Extremes16::EMPTY, Extremes16::merge).keys();
     Acc {
-        max: widen_key16(max.iter().copied().max().unwrap_or(i16::MIN)),
-        min: widen_key16(min.iter().copied().min().unwrap_or(i16::MAX)),
+        max,
+        min,
         sum: (sum[0] + sum[2]) + (sum[1] + sum[3]),
         sq: (sq[0] + sq[2]) + (sq[1] + sq[3]),
         count: rows.len() * BF16_ROW,
@@ -204,8 +242,8 @@ impl Rows<'_> {
                 // SAFETY: the CPU supports AVX2 (checked), the only feature the function
                 // enables; its body is safe code.
                 Rows::F32(r) if has!("avx2") => return unsafe { super::avx2::rows_f32(r) },
-                // SAFETY: as above.
-                Rows::Bf16(r) if has!("avx2") => return unsafe { super::avx2::rows_bf16(r) },
+                // SAFETY: the CPU supports AVX2 and FMA (checked), the features it enables.
+                Rows::Bf16(r) if has!("avx2") && has!("fma") => return unsafe { super::avx2::rows_bf16(r) },
                 // SAFETY: the CPU supports AVX2 and F16C (checked), the features it enables.
                 Rows::F16(r) if has!("avx2") && has!("f16c") => return unsafe { super::avx2::rows_f16(r) },
                 _ => {}
