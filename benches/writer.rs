@@ -6,47 +6,20 @@
 //! The `record` group also prints the writer's own p50/p99 of `record()` (criterion reports
 //! means), measured over every call of the group.
 
+#[path = "../crates/probelake-writer/examples/kernel_speed/inputs.rs"]
+mod inputs;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use inputs::{random_f32, random_half};
 use probelake_writer::checksum::{crc32_hex, xor64};
 use probelake_writer::stats::summarize;
 use probelake_writer::{DType, Entry, Lake, Tensor, TensorSource, Unit, Value, WriterOptions};
 
 /// Buffer sizes: in L2, in the last-level cache, and well beyond it.
 const SIZES: [(&str, usize); 3] = [("256KiB", 256 << 10), ("4MiB", 4 << 20), ("64MiB", 64 << 20)];
-
-fn random_f32(len_bytes: usize) -> Vec<u8> {
-    let mut state = 0x1234_5678_9abc_def0u64;
-    let mut out = Vec::with_capacity(len_bytes);
-    while out.len() < len_bytes {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let v = ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0;
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out.truncate(len_bytes);
-    out
-}
-
-/// `len_bytes` of bfloat16 (or float16) values of the same distribution.
-fn random_half(len_bytes: usize, bf16: bool) -> Vec<u8> {
-    random_f32(len_bytes * 2)
-        .as_chunks::<4>()
-        .0
-        .iter()
-        .flat_map(|w| {
-            let v = f32::from_le_bytes(*w);
-            if bf16 {
-                half::bf16::from_f32(v).to_le_bytes()
-            } else {
-                half::f16::from_f32(v).to_le_bytes()
-            }
-        })
-        .collect()
-}
 
 fn kernels(c: &mut Criterion) {
     let mut g = c.benchmark_group("kernels");

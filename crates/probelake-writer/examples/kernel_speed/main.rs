@@ -9,48 +9,18 @@
 //! 20 ms; the table keeps each contender's best repetition, since on a shared machine the
 //! noise (preemption, other processes' cache traffic) only ever slows a run down.
 
+mod inputs;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use inputs::{random_f32, random_half};
 use probelake_writer::stats::summarize;
 use probelake_writer::DType;
 
 const SIZES: [(&str, usize); 3] = [("256 KiB", 256 << 10), ("4 MiB", 4 << 20), ("64 MiB", 64 << 20)];
 /// How long one timing should last, so the clock's resolution and one-off stalls do not matter.
 const TIMING_TARGET: Duration = Duration::from_millis(20);
-
-/// `len_bytes` of little-endian f32 values in [-4, 4), from a fixed xorshift sequence.
-fn random_f32(len_bytes: usize) -> Vec<u8> {
-    let mut state = 0x1234_5678_9abc_def0u64;
-    let mut out = Vec::with_capacity(len_bytes);
-    while out.len() < len_bytes {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let v = ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0;
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out.truncate(len_bytes);
-    out
-}
-
-/// `len_bytes` of bfloat16 (or float16) values: the f32 sequence rounded to nearest.
-fn random_half(len_bytes: usize, bf16: bool) -> Vec<u8> {
-    let f32s = random_f32(len_bytes * 2);
-    f32s.as_chunks::<4>()
-        .0
-        .iter()
-        .take(len_bytes / 2)
-        .flat_map(|w| {
-            let v = f32::from_le_bytes(*w);
-            if bf16 {
-                half::bf16::from_f32(v).to_le_bytes()
-            } else {
-                half::f16::from_f32(v).to_le_bytes()
-            }
-        })
-        .collect()
-}
 
 /// Seconds per pass of `f`, timed over enough passes to last about [`TIMING_TARGET`].
 fn seconds_per_pass(mut f: impl FnMut()) -> f64 {
