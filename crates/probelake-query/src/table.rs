@@ -41,7 +41,18 @@ pub struct LakeTable {
     partition_fields: Vec<FieldRef>,
     schema: SchemaRef,
     store_url: ObjectStoreUrl,
-    files: Vec<PartitionedFile>,
+    files: Vec<CommittedFile>,
+}
+
+/// A committed file as a scan needs it. Its statistics are built only when a scan keeps the
+/// file: a session registers every table of every run, and a query touches few of them, while
+/// statistics for ~30 columns of every file cost more to allocate (in page faults) than the
+/// rest of opening a run.
+#[derive(Debug)]
+struct CommittedFile {
+    /// Location and partition values, no statistics.
+    file: PartitionedFile,
+    rows: u64,
 }
 
 impl LakeTable {
@@ -77,13 +88,10 @@ impl LakeTable {
                 }
                 // The location is set as a `Path`, never re-parsed from a string: `Path::from(&str)`
                 // would percent-encode the `%` of an encoded stage (`a%20b`) a second time.
-                let stats = file_statistics(&file_schema, file.rows, file.bytes);
-                let mut pf = PartitionedFile::new(String::new(), file.bytes)
-                    .with_partition_values(values)
-                    .with_statistics(Arc::new(stats));
+                let mut pf = PartitionedFile::new(String::new(), file.bytes).with_partition_values(values);
                 pf.object_meta.location = location;
                 pf.object_meta.last_modified += run_stamp;
-                files.push(pf);
+                files.push(CommittedFile { file: pf, rows: file.rows });
             }
         }
         LakeTable { table, file_schema, partition_fields, schema, store_url, files }
@@ -127,8 +135,10 @@ const ASC_NULLS_LAST: SortOptions = SortOptions { descending: false, nulls_first
 /// What is known about a file without opening it: its row count (from the commit record) and,
 /// for the integer columns rows are sorted by, bounds that always hold (the type's range), so
 /// that DataFusion can prove a group of files with distinct partition values sorted.
-fn file_statistics(file_schema: &Schema, rows: u64, bytes: u64) -> Statistics {
+fn file_statistics(file_schema: &Schema, partition_columns: usize, rows: u64, bytes: u64) -> Statistics {
     let mut stats = Statistics::new_unknown(file_schema);
+    // `PartitionedFile::with_statistics` appends the partition columns' statistics.
+    stats.column_statistics.reserve_exact(partition_columns);
     stats.num_rows = usize::try_from(rows).map_or(Precision::Absent, Precision::Exact);
     stats.total_byte_size = usize::try_from(bytes).map_or(Precision::Absent, Precision::Inexact);
     for (field, column) in file_schema.fields().iter().zip(stats.column_statistics.iter_mut()) {
@@ -212,9 +222,10 @@ impl TableProvider for LakeTable {
             filters.iter().cloned().partition(|f| expr_applicable_for_cols(&names, f));
         let partition_schema = DFSchema::try_from(Schema::new(self.partition_fields.clone()))?;
         let mut kept = Vec::with_capacity(self.files.len());
-        for file in &self.files {
+        for CommittedFile { file, rows } in &self.files {
             if let Some(f) = filter_partitioned_file(file.clone(), &partition_filters, &partition_schema)? {
-                kept.push(f);
+                let stats = file_statistics(&self.file_schema, self.partition_fields.len(), *rows, f.object_meta.size);
+                kept.push(f.with_statistics(Arc::new(stats)));
             }
         }
         if kept.is_empty() {
