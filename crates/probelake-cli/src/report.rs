@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use probelake_format::storage::{redact, StoreFailure};
 use probelake_format::FormatError;
+use probelake_query::datafusion::sql::sqlparser::parser::ParserError;
 
 /// Prints `err` to stderr and returns exit code 2 (0 for a closed pipe).
 pub fn error(err: &anyhow::Error) -> ExitCode {
@@ -31,6 +32,11 @@ fn chain_text(err: &anyhow::Error) -> String {
         let text = cause.to_string();
         if parts.last().is_some_and(|prev| prev.contains(text.as_str())) {
             continue;
+        }
+        // DataFusion prints a parser error as `SQL error: ParserError("…")`, the Debug form of
+        // its source, which comes next in the chain and says the same in plain words.
+        if cause.is::<ParserError>() && parts.last().is_some_and(|prev| prev.starts_with("SQL error: ")) {
+            parts.pop();
         }
         parts.push(text);
     }
@@ -149,6 +155,14 @@ mod tests {
         assert!(clipped.len() < MAX_PART + 100, "{}", clipped.len());
         assert!(clipped.starts_with("file.json: ") && clipped.ends_with("must be a number (byte 7)"));
         assert_eq!(clip("short"), "short");
+    }
+
+    #[test]
+    fn a_sql_syntax_error_is_said_once() {
+        let parser = ParserError::ParserError("Expected: an expression, found: EOF".into());
+        let err = probelake_query::datafusion::error::DataFusionError::SQL(Box::new(parser), None);
+        let text = chain_text(&anyhow::Error::new(probelake_query::QueryError::from(err)).context("in -c"));
+        assert_eq!(text, "in -c: sql parser error: Expected: an expression, found: EOF");
     }
 
     #[test]
