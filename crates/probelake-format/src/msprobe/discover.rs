@@ -81,9 +81,10 @@ pub fn discover(src: &Path, overrides: &Overrides) -> Result<Vec<DumpDir>> {
         let dir = src.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
         found.push((dir, kind, src.file_name().map(|n| n.to_string_lossy().into_owned())));
-    } else {
+    } else if meta.is_dir() {
         walk(src, &mut found, 0)?;
     }
+    // Anything else (a device, a pipe, a socket) holds no dump either.
     if found.is_empty() {
         return Err(FormatError::NoDumps { path: src.to_path_buf() });
     }
@@ -243,6 +244,15 @@ fn layout_name(l: TreeLayout) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A source that is neither a folder nor a file says there is nothing to import, not "Not a
+    /// directory" from the walk.
+    #[cfg(unix)]
+    #[test]
+    fn a_device_is_no_dump() {
+        let err = discover(Path::new("/dev/null"), &Overrides::default()).unwrap_err();
+        assert!(matches!(err, FormatError::NoDumps { .. }), "{err}");
+    }
 
     #[test]
     fn recognises_all_three_layouts() {
