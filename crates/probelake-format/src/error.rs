@@ -63,6 +63,15 @@ pub enum FormatError {
         /// What could not be worked out, and which flag sets it.
         message: String,
     },
+    /// An export cannot write a file where the tree puts it: two units on one file, or a
+    /// folder in the way.
+    #[error("{}: {message}", path.display())]
+    OutputPath {
+        /// The file.
+        path: PathBuf,
+        /// What is in the way, and what to do instead.
+        message: String,
+    },
     /// An export would overwrite a file.
     #[error("{}: already exists; export into an empty folder, or pass --force to overwrite", path.display())]
     Exists {

@@ -58,7 +58,7 @@ impl OutputTree {
         }
         let path = self.root.join(rel);
         if self.created_files.contains(&path) || self.replaced.iter().any(|(p, _)| *p == path) {
-            return Err(FormatError::Layout {
+            return Err(FormatError::OutputPath {
                 path,
                 message: "two units would write this same file; export them one at a time (--step/--stage/--rank) \
                           into separate folders"
@@ -68,7 +68,7 @@ impl OutputTree {
         let existing = std::fs::symlink_metadata(&path).ok();
         if existing.as_ref().is_some_and(|m| m.is_dir()) {
             // Overwriting replaces files, never a folder and what is in it.
-            return Err(FormatError::Layout { path, message: "is a folder; give a file name".into() });
+            return Err(FormatError::OutputPath { path, message: "is a folder; give a file name".into() });
         }
         let exists = existing.is_some();
         if exists && !self.overwrite {
@@ -165,7 +165,7 @@ mod tests {
         tree.write(Path::new("keep/old.txt"), b"new").unwrap();
         tree.write(Path::new("new/deep/x.txt"), b"x").unwrap();
         assert_eq!(std::fs::read(root.join("keep/old.txt")).unwrap(), b"new");
-        assert!(matches!(tree.write(Path::new("new/deep/x.txt"), b"y"), Err(FormatError::Layout { .. })));
+        assert!(matches!(tree.write(Path::new("new/deep/x.txt"), b"y"), Err(FormatError::OutputPath { .. })));
         tree.rollback();
         assert_eq!(std::fs::read(root.join("keep/old.txt")).unwrap(), b"old");
         assert!(!root.join("new").exists());

@@ -347,7 +347,8 @@ fn stage_names_with_slashes_dots_percents_spaces_and_unicode_stay_inside_and_rou
     want.sort();
     assert_eq!(got, want);
     // All stages at once would put every unit's file on one path: refused, even with --force.
-    assert_refused(root, &os(&["export", "ds", "all-back"]), &["two units would write this same file"]);
+    let err = assert_refused(root, &os(&["export", "ds", "all-back"]), &["two units would write this same file"]);
+    assert!(!err.contains("--layout"), "an export error gets no import hint: {err}");
     assert_refused(root, &os(&["export", "ds", "all-back", "--force"]), &["two units would write this same file"]);
     for stage in stages {
         let back = root.join("back");
