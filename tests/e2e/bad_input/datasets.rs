@@ -18,7 +18,18 @@ struct Damage {
 /// The first `dump` file of the first unit, relative to the dataset: the table every reading
 /// command needs (the target's `stack` rows, say, are not read for a golden run).
 fn first_data_file(d: &Path) -> String {
-    let record = std::fs::read_to_string(first_record(d)).expect("a commit record");
+    data_file_of(&first_record(d))
+}
+
+/// The dump file of the last unit: damage there is found only after earlier units compared.
+fn last_data_file(d: &Path) -> String {
+    let mut records: Vec<_> = crate::fixtures::files_below(&d.join("_probelake/commits"));
+    records.sort();
+    data_file_of(&d.join("_probelake/commits").join(records.last().expect("a commit record")))
+}
+
+fn data_file_of(record: &Path) -> String {
+    let record = std::fs::read_to_string(record).expect("a commit record");
     let record: serde_json::Value = serde_json::from_str(&record).expect("json");
     let files = record["files"].as_array().expect("files");
     let dump = files.iter().find(|f| f["table"] == "dump").expect("a dump file");
@@ -107,6 +118,17 @@ const DAMAGES: &[Damage] = &[
         in_data_file: true,
         apply: |d| {
             let f = d.join(first_data_file(d));
+            cut(&f, 2);
+            file_name(&f)
+        },
+    },
+    Damage {
+        // Every command must also undo what it wrote for the units before the damaged one
+        // (compare writes each unit's result as soon as it is compared).
+        name: "last unit's data file cut short",
+        in_data_file: true,
+        apply: |d| {
+            let f = d.join(last_data_file(d));
             cut(&f, 2);
             file_name(&f)
         },

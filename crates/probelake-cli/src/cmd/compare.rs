@@ -185,72 +185,46 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             if skipped.is_empty() { "" } else { " (see the skipped units above)" }
         );
     }
-    let stamp = timestamp();
     let from_file = Path::new(&args.target).is_file();
     // msprobe writes one flat compare_result_rank{R}_*.csv per rank of a step folder; folders
     // are only needed to keep several steps or stages apart.
     let nested =
         pairs.iter().any(|(t, _)| (t.unit.step, &t.unit.stage) != (pairs[0].0.unit.step, &pairs[0].0.unit.stage));
     let opts = CompareOptions { mode };
-    let mut errors = 0usize;
-    let mut results = Vec::with_capacity(pairs.len());
+    let mut sink = Sink::new(&args, nested, from_file, timestamp());
     // Counted in the target's dump.json bytes, as import and export count.
     let bar = Bar::new("comparing", ctx.quiet);
     bar.start(pairs.iter().map(|(t, _)| t.counts.json_bytes).sum(), pairs.len());
     // A few units in flight, each its own task: one unit's query runs while another's rows
     // are built. Results are taken in unit order, so the first error is the first unit's.
-    let mut in_flight = VecDeque::new();
-    let mut queue = pairs.iter();
-    loop {
-        while in_flight.len() < UNITS_IN_FLIGHT {
-            let Some(&(t, g)) = queue.next() else { break };
-            let (t_lake, g_lake) = (target.lake.clone(), golden.lake.clone());
-            let (unit_t, unit_g, opts) = (t.clone(), g.clone(), opts.clone());
-            let task = async move { compare_unit(&t_lake, &unit_t, &g_lake, &unit_g, &opts).await };
-            in_flight.push_back((t, tokio::spawn(task)));
+    let compared = async {
+        let mut in_flight = VecDeque::new();
+        let mut queue = pairs.iter();
+        loop {
+            while in_flight.len() < UNITS_IN_FLIGHT {
+                let Some(&(t, g)) = queue.next() else { break };
+                let (t_lake, g_lake) = (target.lake.clone(), golden.lake.clone());
+                let (unit_t, unit_g, opts) = (t.clone(), g.clone(), opts.clone());
+                let task = async move { compare_unit(&t_lake, &unit_t, &g_lake, &unit_g, &opts).await };
+                in_flight.push_back((t, tokio::spawn(task)));
+            }
+            let Some((t, task)) = in_flight.pop_front() else { break };
+            let result =
+                task.await.context("a comparison task failed")?.with_context(|| format!("comparing {}", t.unit))?;
+            sink.add(result)?;
+            bar.advance(t.counts.json_bytes);
         }
-        let Some((t, task)) = in_flight.pop_front() else { break };
-        let result =
-            task.await.context("a comparison task failed")?.with_context(|| format!("comparing {}", t.unit))?;
-        errors += count_errors(&result);
-        results.push((&t.unit, result));
-        bar.advance(t.counts.json_bytes);
-    }
+        anyhow::Ok(())
+    };
+    let compared = compared.await;
     bar.finish();
-    // Written only once every unit compared, and all or nothing, so a failure leaves no partial
-    // result folder behind.
-    let mut written = Vec::new();
-    match args.format {
-        CompareFormat::Table => {
-            for (_, result) in &results {
-                print_table(result)?;
-            }
+    let (errors, written) = match compared {
+        Ok(()) => sink.finish()?,
+        Err(e) => {
+            sink.rollback();
+            return Err(e);
         }
-        CompareFormat::Csv | CompareFormat::Parquet => {
-            let mut tree = OutputTree::new(&args.output, true);
-            let ext = match args.format {
-                _ if args.xlsx => "xlsx",
-                CompareFormat::Csv => "csv",
-                _ => "parquet",
-            };
-            for (unit, result) in &results {
-                let dir = if nested {
-                    PathBuf::from(format!("step{}", unit.step)).join(folder_name(&unit.stage))
-                } else {
-                    PathBuf::new()
-                };
-                let rel = dir.join(file_name(result, from_file, &stamp, ext));
-                let written_ok = render_result(result, args.format, args.xlsx)
-                    .and_then(|bytes| tree.write(&rel, &bytes).map_err(anyhow::Error::from));
-                if let Err(e) = written_ok {
-                    tree.rollback();
-                    return Err(e.context(format!("writing {}", args.output.join(&rel).display())));
-                }
-                written.push(args.output.join(rel));
-            }
-            tree.finish();
-        }
-    }
+    };
     ctx.note(&format!(
         "compared {} unit(s) ({} skipped); {} row(s) with Result `error`",
         pairs.len(),
@@ -261,6 +235,78 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         ctx.note(&format!("  {}", path.display()));
     }
     Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Where each unit's result goes as soon as it is compared, so a run holds only the units in
+/// flight: files through one [`OutputTree`], rolled back whole if a later unit fails, so a
+/// failure still leaves no partial result folder; a table is printed only once every unit
+/// compared.
+struct Sink {
+    format: CompareFormat,
+    xlsx: bool,
+    output: PathBuf,
+    nested: bool,
+    from_file: bool,
+    stamp: String,
+    tree: OutputTree,
+    tables: Vec<UnitComparison>,
+    errors: usize,
+    written: Vec<PathBuf>,
+}
+
+impl Sink {
+    fn new(args: &Args, nested: bool, from_file: bool, stamp: String) -> Self {
+        Sink {
+            format: args.format,
+            xlsx: args.xlsx,
+            output: args.output.clone(),
+            nested,
+            from_file,
+            stamp,
+            tree: OutputTree::new(&args.output, true),
+            tables: Vec::new(),
+            errors: 0,
+            written: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, result: UnitComparison) -> anyhow::Result<()> {
+        self.errors += count_errors(&result);
+        let ext = match self.format {
+            CompareFormat::Table => {
+                self.tables.push(result);
+                return Ok(());
+            }
+            _ if self.xlsx => "xlsx",
+            CompareFormat::Csv => "csv",
+            CompareFormat::Parquet => "parquet",
+        };
+        let unit = &result.unit;
+        let dir = if self.nested {
+            PathBuf::from(format!("step{}", unit.step)).join(folder_name(&unit.stage))
+        } else {
+            PathBuf::new()
+        };
+        let rel = dir.join(file_name(&result, self.from_file, &self.stamp, ext));
+        render_result(&result, self.format, self.xlsx)
+            .and_then(|bytes| self.tree.write(&rel, &bytes).map_err(anyhow::Error::from))
+            .with_context(|| format!("writing {}", self.output.join(&rel).display()))?;
+        self.written.push(self.output.join(rel));
+        Ok(())
+    }
+
+    /// Keeps the files (or prints the tables); the count of `error` rows and the files written.
+    fn finish(self) -> anyhow::Result<(usize, Vec<PathBuf>)> {
+        for result in &self.tables {
+            print_table(result)?;
+        }
+        self.tree.finish();
+        Ok((self.errors, self.written))
+    }
+
+    fn rollback(self) {
+        self.tree.rollback();
+    }
 }
 
 fn count_errors(result: &UnitComparison) -> usize {
