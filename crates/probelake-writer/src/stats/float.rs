@@ -5,8 +5,8 @@
 //! lanes. Max and min are taken over integer keys that order like the floats ([`order_key`]).
 //! Sums run in f32 over chunks of 128 elements — even and odd rows apart, so each f32 partial
 //! sum adds 8 values (bfloat16: 512 elements, 16 values) — and the partial sums are added up in
-//! f64: converting every element to
-//! f64 would halve the vector width and, measured, cost 3× the time. The price is a bounded f32
+//! f64: converting every element to f64 would halve the vector width and, measured, cost 3× the
+//! time. The price is a bounded f32
 //! rounding error, at most 7·2⁻²⁴ (bfloat16: 15·2⁻²⁴) of the partial's sum of magnitudes (see
 //! [`super`]'s precision note).
 //!
@@ -184,6 +184,8 @@ impl Extremes16 {
 /// ([`BF16_HALVES`]), even and odd rows apart, as the AVX2 loop sums them. Squares are fused
 /// into the sums (`mul_add`) as the AVX2 loop's FMA fuses them: the square of a bfloat16 is
 /// exact in f32 unless it is subnormal, so fusing changes nothing else, and both builds agree.
+/// (Where the CPU has no FMA, `mul_add` is a library call; that is only where AVX2 is missing
+/// too, and the results still match bit for bit.)
 fn reduce_bf16_rows(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
     if rows.is_empty() {
         return Acc::new_empty();
