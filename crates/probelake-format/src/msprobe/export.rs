@@ -59,6 +59,14 @@ pub struct ExportReport {
 /// error the files written so far are removed (and overwritten ones put back), so `dst` is left
 /// as it was.
 pub async fn export(lake: &Lake, dst: &Path, options: &ExportOptions, progress: &dyn Progress) -> Result<ExportReport> {
+    if let Some(root) = lake.local_dir() {
+        if resolved(dst).starts_with(resolved(root)) {
+            return Err(FormatError::OutputPath {
+                path: dst.to_path_buf(),
+                message: format!("is inside the dataset {}; export into a folder outside it", lake.display()),
+            });
+        }
+    }
     let mut tree = OutputTree::new(dst, options.force);
     let result = export_into(lake, &mut tree, options, progress).await;
     progress.finish();
@@ -70,6 +78,26 @@ pub async fn export(lake: &Lake, dst: &Path, options: &ExportOptions, progress: 
         Err(e) => {
             tree.rollback();
             Err(e)
+        }
+    }
+}
+
+/// `path` made absolute through its longest existing ancestor (links resolved there), with
+/// the parts that do not exist yet appended as given.
+fn resolved(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut at = path;
+    loop {
+        let here = if at.as_os_str().is_empty() { Path::new(".") } else { at };
+        if let Ok(real) = std::fs::canonicalize(here) {
+            return missing.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
         }
     }
 }
