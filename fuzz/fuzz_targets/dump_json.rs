@@ -7,15 +7,14 @@
 
 use libfuzzer_sys::fuzz_target;
 use probelake_format::json::{detect_layout, parse};
-use probelake_format::msprobe::{render_parsed, take_apart_source, DumpKind};
+use probelake_format::msprobe::{rebuilds_source, take_apart_source, DumpKind};
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(doc) = parse(bytes) else { return };
     let layout = detect_layout(bytes);
     for kind in [DumpKind::Dump, DumpKind::Debug] {
         if let Ok(parsed) = take_apart_source(&doc, bytes, kind, layout) {
-            let mut rebuilt = Vec::with_capacity(bytes.len());
-            let _ = render_parsed(&parsed, bytes, &mut rebuilt);
+            let _ = rebuilds_source(&parsed, bytes);
         }
     }
 });

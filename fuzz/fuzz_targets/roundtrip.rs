@@ -15,7 +15,7 @@
 use libfuzzer_sys::fuzz_target;
 use probelake_format::json::{detect_layout, parse, Layout};
 use probelake_format::msprobe::{
-    render, render_construct, render_parsed, render_stack, take_apart, take_apart_construct, take_apart_source, take_apart_stack,
+    rebuilds_source, render, render_construct, render_stack, take_apart, take_apart_construct, take_apart_source, take_apart_stack,
     DumpKind,
 };
 use probelake_format::tensor_file::{read_tensor_file, write_tensor_file, ContainerMeta};
@@ -38,8 +38,7 @@ fn dump_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout:
     for kind in [DumpKind::Dump, DumpKind::Debug] {
         // What import does: the leaves checked against the file's own bytes.
         let Ok(parsed) = take_apart_source(doc, bytes, kind, layout) else { continue };
-        let mut imported = Vec::with_capacity(bytes.len());
-        if render_parsed(&parsed, bytes, &mut imported).is_err() || imported != bytes {
+        if !matches!(rebuilds_source(&parsed, bytes), Ok(true)) {
             continue; // import keeps this file whole
         }
         let mut exported = Vec::with_capacity(bytes.len());

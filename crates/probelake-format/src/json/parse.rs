@@ -205,19 +205,37 @@ fn locate(input: &[u8], raw: RawError) -> SyntaxError {
     SyntaxError { offset, line, column: offset - line_start + 1, path: format_path(&path), message: raw.message }
 }
 
-/// A container being parsed.
+/// A container being parsed. Its finished children wait in the parser's shared
+/// [`Scratch`] from `start` on, and move into a vector of exactly their number when it
+/// closes: no container's vector is grown and copied as it fills.
 enum Frame<'a> {
-    Array { pos: usize, items: Vec<Node<'a>> },
-    Object { pos: usize, members: Vec<(Cow<'a, str>, Node<'a>)>, key: Cow<'a, str> },
+    Array { pos: usize, start: usize },
+    Object { pos: usize, start: usize, key: Cow<'a, str> },
 }
 
-impl Frame<'_> {
-    fn segment(&self) -> PathSegment {
-        match self {
-            Frame::Array { items, .. } => PathSegment::Index(items.len()),
+/// The children of all open containers, innermost last.
+#[derive(Default)]
+struct Scratch<'a> {
+    items: Vec<Node<'a>>,
+    members: Vec<(Cow<'a, str>, Node<'a>)>,
+}
+
+/// The path to where the parser stopped, innermost first, for an error message.
+fn error_path(stack: &[Frame<'_>], scratch: &Scratch<'_>) -> Vec<PathSegment> {
+    // An array's children end where the next inner array's begin.
+    let mut items_end = scratch.items.len();
+    let mut path = Vec::with_capacity(stack.len());
+    for frame in stack.iter().rev() {
+        path.push(match frame {
+            Frame::Array { start, .. } => {
+                let index = items_end - start;
+                items_end = *start;
+                PathSegment::Index(index)
+            }
             Frame::Object { key, .. } => PathSegment::Key(key.to_string()),
-        }
+        });
     }
+    path
 }
 
 struct Parser<'a> {
@@ -261,17 +279,16 @@ impl<'a> Parser<'a> {
     /// costs heap, not the caller's thread stack.
     fn value(&mut self) -> Parsed<Node<'a>> {
         let mut stack: Vec<Frame<'a>> = Vec::new();
-        let result = self.value_iter(&mut stack);
+        let mut scratch = Scratch::default();
+        let result = self.value_iter(&mut stack, &mut scratch);
         result.map_err(|mut e| {
             // Innermost first, as the error travels outwards.
-            for frame in stack.iter().rev() {
-                e.path.push(frame.segment());
-            }
+            e.path.extend(error_path(&stack, &scratch));
             e
         })
     }
 
-    fn value_iter(&mut self, stack: &mut Vec<Frame<'a>>) -> Parsed<Node<'a>> {
+    fn value_iter(&mut self, stack: &mut Vec<Frame<'a>>, scratch: &mut Scratch<'a>) -> Parsed<Node<'a>> {
         'value: loop {
             let pos = self.pos;
             let mut done = match self.peek() {
@@ -288,7 +305,7 @@ impl<'a> Parser<'a> {
                             Node { pos, value: Value::Object(Vec::new()) }
                         } else {
                             let key = self.member_name()?;
-                            stack.push(Frame::Object { pos, members: Vec::new(), key });
+                            stack.push(Frame::Object { pos, start: scratch.members.len(), key });
                             self.skip_ws()?;
                             continue 'value;
                         }
@@ -296,7 +313,7 @@ impl<'a> Parser<'a> {
                         self.pos += 1;
                         Node { pos, value: Value::Array(Vec::new()) }
                     } else {
-                        stack.push(Frame::Array { pos, items: Vec::new() });
+                        stack.push(Frame::Array { pos, start: scratch.items.len() });
                         continue 'value;
                     }
                 }
@@ -324,8 +341,8 @@ impl<'a> Parser<'a> {
                 };
                 self.skip_ws()?;
                 match frame {
-                    Frame::Array { items, .. } => {
-                        items.push(done);
+                    Frame::Array { .. } => {
+                        scratch.items.push(done);
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;
@@ -341,8 +358,8 @@ impl<'a> Parser<'a> {
                             None => return Err(self.error("unterminated array: the file ends inside it")),
                         }
                     }
-                    Frame::Object { members, key, .. } => {
-                        members.push((std::mem::take(key), done));
+                    Frame::Object { key, .. } => {
+                        scratch.members.push((std::mem::take(key), done));
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;
@@ -362,8 +379,12 @@ impl<'a> Parser<'a> {
                     }
                 }
                 done = match stack.pop() {
-                    Some(Frame::Array { pos, items }) => Node { pos, value: Value::Array(items) },
-                    Some(Frame::Object { pos, members, .. }) => Node { pos, value: Value::Object(members) },
+                    Some(Frame::Array { pos, start }) => {
+                        Node { pos, value: Value::Array(scratch.items.split_off(start)) }
+                    }
+                    Some(Frame::Object { pos, start, .. }) => {
+                        Node { pos, value: Value::Object(scratch.members.split_off(start)) }
+                    }
                     None => return Err(self.error("internal parser error")),
                 };
             }

@@ -108,7 +108,7 @@ pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Resu
 
 /// [`take_apart`] given also the bytes `doc` was parsed from, which makes the per-leaf `raw`
 /// check cheaper (a comparison with the file instead of rendering each node) and lets
-/// [`render_parsed`] copy the leaves it verified.
+/// [`rebuilds_source`] skip over the leaves it verified.
 pub fn take_apart_source<'a>(
     doc: &'a Node<'a>,
     source: &[u8],
@@ -417,38 +417,69 @@ where
     no_more_leaves(leaves.next().is_some())
 }
 
-/// Lays out a taken-apart file as [`render`] would from its rows, writing each leaf from its
-/// parsed node instead of its columns.
+/// Whether laying out a taken-apart file as [`render`] would from its rows gives back
+/// `source`, the file it was taken apart from (as given to [`take_apart_source`]), byte for
+/// byte.
 ///
-/// Import uses this for its whole-file check. It gives the same bytes as [`render`]: a leaf
-/// without `raw` renders from its columns to the same one-line text as its node (that is what
-/// [`Leaf::from_node`] checked), so to the same token tree and the same text in any layout; a
-/// leaf with `raw` renders from the node's one-line text. What the check has left to prove is
-/// the skeleton and the layout, and it does so without formatting every float a second time.
+/// Import uses this for its whole-file check. Each leaf is written from its parsed node rather
+/// than its columns, which is the same text: a leaf without `raw` renders from its columns to
+/// the same one-line text as its node (that is what [`Leaf::from_node`] checked), so to the same
+/// token tree and the same text in any layout; a leaf with `raw` renders from the node's
+/// one-line text. What the check has left to prove is the skeleton and the layout, and it does
+/// so without formatting every float a second time.
 ///
-/// `source` is the file `parsed` came from (as given to [`take_apart_source`]): a leaf whose
-/// columns were found to render to its text in the file at this very depth is copied from
-/// there, which is the same text again, without rendering the node.
-pub fn render_parsed(parsed: &ParsedDump<'_>, source: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+/// The layout is compared with `source` as it is written, a piece between two leaves at a
+/// time, so no second copy of the file is built. A leaf whose columns were found to render to
+/// its text in the file at this very depth is that text again; where it also starts at the
+/// place being compared, it is skipped over rather than written and compared.
+pub fn rebuilds_source(parsed: &ParsedDump<'_>, source: &[u8]) -> Result<bool, CodecError> {
     let layout = parsed.layout;
     let mut rows = parsed.leaves.iter();
-    fill_skeleton(&parsed.skeleton, layout, out, &mut |out, depth| match rows.next() {
-        Some(row) => {
-            let verified = match row.exact_len {
-                Some(len) if row.depth == depth => source.get(row.node.pos..row.node.pos.saturating_add(len)),
-                _ => None,
-            };
-            match verified {
-                Some(text) => out.extend_from_slice(text),
+    // `source[..checked]` is equal to what has been laid out so far.
+    let mut checked = 0;
+    let mut same = true;
+    let mut pending = Vec::with_capacity(4096);
+    fill_skeleton(&parsed.skeleton, layout, &mut pending, &mut |out, depth| {
+        let Some(row) = rows.next() else { return false };
+        if !same {
+            // Known to differ; the rows are still counted against the skeleton's places.
+            out.clear();
+            return true;
+        }
+        same = consume(source, &mut checked, out);
+        out.clear();
+        let verified = match row.exact_len {
+            Some(len) if row.depth == depth => source.get(row.node.pos..row.node.pos.saturating_add(len)),
+            _ => None,
+        };
+        same = same
+            && match verified {
+                Some(text) if row.node.pos == checked => {
+                    checked += text.len();
+                    true
+                }
+                Some(text) => consume(source, &mut checked, text),
                 None => {
                     let _ = write_node::<()>(out, row.node, layout, depth, &mut |_, _| Ok(()));
+                    let matched = consume(source, &mut checked, out);
+                    out.clear();
+                    matched
                 }
-            }
-            true
-        }
-        None => false,
+            };
+        true
     })?;
-    no_more_leaves(rows.next().is_some())
+    no_more_leaves(rows.next().is_some())?;
+    Ok(same && consume(source, &mut checked, &pending) && checked == source.len())
+}
+
+/// Whether `text` comes next in `source` at `checked`; if so, moves `checked` past it.
+fn consume(source: &[u8], checked: &mut usize, text: &[u8]) -> bool {
+    let end = checked.saturating_add(text.len());
+    let matched = source.get(*checked..end) == Some(text);
+    if matched {
+        *checked = end;
+    }
+    matched
 }
 
 /// Lays out a dump file from its skeleton as [`render`] does, with `fill` writing the next
@@ -497,4 +528,78 @@ pub(crate) fn no_more_leaves(more: bool) -> Result<(), CodecError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::{detect_layout, parse};
+
+    /// One-line text of a small dump.json: statistics leaves, an md5 leaf, a nested tuple, a
+    /// `None` kwarg, a parameter's gradient and a float spelled as repr would not (`1.50`).
+    const DUMP: &str = r#"{"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": null, "data": {"Functional.linear.0.forward": {"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.0, "Min": -2.5, "Mean": 0.1234000027179718, "Norm": 3.0, "requires_grad": true}, [{"type": "int", "value": 3}, {"type": "float", "value": 1.50}]], "input_kwargs": {"bias": null}, "output": [{"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [], "Max": 1e-05, "Min": 1e-05, "Mean": 1e-05, "Norm": 1e-05, "requires_grad": false, "md5": "0a1b2c3d"}], "is_recompute": false}, "Module.fc.Linear.forward.0": {"input": [], "output": []}, "fc.weight": {"fc.weight": {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": 2.0, "Min": 0.0, "Mean": 1.0, "Norm": 2.0, "requires_grad": false}}}}"#;
+
+    /// The file laid out as `json.dump(indent=…)` writes it.
+    fn laid_out(layout: Layout) -> Vec<u8> {
+        let doc = parse(DUMP.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = write_node::<()>(&mut out, &doc, layout, 0, &mut |_, _| Ok(()));
+        out
+    }
+
+    /// The check without its shortcuts: the whole file written from the nodes, then compared.
+    fn rebuilds_naively(parsed: &ParsedDump<'_>, source: &[u8]) -> bool {
+        let mut rows = parsed.leaves.iter();
+        let mut out = Vec::new();
+        let filled = render_holes(&parsed.skeleton, parsed.layout, &mut out, &mut |out, depth| match rows.next() {
+            Some(row) => {
+                let _ = write_node::<()>(out, row.node, parsed.layout, depth, &mut |_, _| Ok(()));
+                true
+            }
+            None => false,
+        });
+        filled.is_ok() && rows.next().is_none() && out == source
+    }
+
+    fn check(bytes: &[u8]) -> bool {
+        let doc = parse(bytes).unwrap();
+        let parsed = take_apart_source(&doc, bytes, DumpKind::Dump, detect_layout(bytes)).unwrap();
+        let fast = rebuilds_source(&parsed, bytes).unwrap();
+        assert_eq!(fast, rebuilds_naively(&parsed, bytes), "{}", String::from_utf8_lossy(bytes));
+        fast
+    }
+
+    #[test]
+    fn json_dump_layouts_rebuild() {
+        for indent in [Some(1), Some(2), Some(4), None] {
+            assert!(check(&laid_out(Layout { indent })), "indent {indent:?}");
+        }
+    }
+
+    #[test]
+    fn any_other_byte_is_caught() {
+        let good = laid_out(Layout::MSPROBE);
+        let text = String::from_utf8(good.clone()).unwrap();
+        let mut variants: Vec<Vec<u8>> = vec![
+            [&good[..], b"\n"].concat(),                                        // after the last brace
+            [b" ", &good[..]].concat(),                                         // before the first
+            text.replacen("\"task\": ", "\"task\":  ", 1).into_bytes(),         // skeleton
+            text.replacen("\"Min\": -2.5", "\"Min\":  -2.5", 1).into_bytes(),   // inside a leaf
+            text.replacen("\"Norm\": 2.0,", "\"Norm\": 2.0 ,", 1).into_bytes(), // last leaf
+            text.replacen(",\n   \"is_recompute\"", ", \"is_recompute\"", 1).into_bytes(),
+            text.replacen("\n   \"fc.weight\": {", "\n    \"fc.weight\": {", 1).into_bytes(),
+        ];
+        // Every line's indentation one space short, one line at a time.
+        for (i, _) in text.match_indices("\n  ").step_by(5) {
+            let mut v = good.clone();
+            v.remove(i + 1);
+            variants.push(v);
+        }
+        for v in variants {
+            assert_ne!(v, good, "a variant that changed nothing");
+            if parse(&v).is_ok() {
+                assert!(!check(&v), "{}", String::from_utf8_lossy(&v));
+            }
+        }
+    }
 }

@@ -17,7 +17,7 @@ use crate::tensor_file::{read_tensor_file, write_tensor_file};
 use super::columns::{Origin, SourceRow, TensorRow, UnitColumns};
 use super::construct::{render_construct, take_apart_construct};
 use super::discover::{discover, DumpDir, Overrides};
-use super::dump_file::{render_parsed, take_apart_source};
+use super::dump_file::{rebuilds_source, take_apart_source};
 use super::in_order::map_in_order;
 use super::stack::{render_stack, take_apart_stack};
 
@@ -217,9 +217,7 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
 
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole.
-    let mut rebuilt = Vec::with_capacity(bytes.len());
-    render_parsed(&parsed, &bytes, &mut rebuilt)?;
-    let original = (rebuilt != bytes).then_some(bytes.as_slice());
+    let original = (!rebuilds_source(&parsed, &bytes)?).then_some(bytes.as_slice());
     if original.is_some() {
         tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
     }

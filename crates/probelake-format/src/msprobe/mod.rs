@@ -25,7 +25,7 @@ pub use columns::{
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
 pub use discover::{discover, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{
-    render, render_parsed, take_apart, take_apart_source, DumpKind, Header, LeafRow, ParsedDump, MAX_ENTRY_NAME_BYTES,
+    rebuilds_source, render, take_apart, take_apart_source, DumpKind, Header, LeafRow, ParsedDump, MAX_ENTRY_NAME_BYTES,
 };
 pub use export::{export, render_unit, ExportOptions, ExportReport};
 pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
