@@ -76,11 +76,13 @@ fn impossible_output_paths_are_refused_before_anything_is_written() {
     std::os::unix::fs::symlink("loop", root.join("loop")).expect("link");
     let full = root.join("full");
     cli::export(&root.join("ds"), &full);
-    let cases: [(&[&str], &[&str]); 12] = [
+    let cases: [(&[&str], &[&str]); 14] = [
         (&["export", "ds", "a-file"], &["a-file"]),
         // Into the dataset itself: msprobe folders next to `_probelake/`.
         (&["export", "ds", "ds"], &["inside the dataset"]),
         (&["export", "ds", "./ds/new/deeper"], &["inside the dataset"]),
+        (&["export", "ds", "not-yet/../ds/new"], &["inside the dataset"]),
+        (&["export", "ds", "not-yet/./../x/../ds"], &["inside the dataset"]),
         (&["export", "ds", "a-file/below"], &["a-file"]),
         (&["export", "ds", "loop/below"], &["loop"]),
         // A folder that already holds the tree: nothing is overwritten without --force.

@@ -83,23 +83,28 @@ pub async fn export(lake: &Lake, dst: &Path, options: &ExportOptions, progress: 
 }
 
 /// `path` made absolute through its longest existing ancestor (links resolved there), with
-/// the parts that do not exist yet appended as given.
+/// the parts that do not exist yet applied as given: a `..` after a missing folder steps back
+/// out of it, since a folder that does not exist is no link.
 fn resolved(path: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    let mut at = path;
-    loop {
-        let here = if at.as_os_str().is_empty() { Path::new(".") } else { at };
-        if let Ok(real) = std::fs::canonicalize(here) {
-            return missing.iter().rev().fold(real, |p, part| p.join(part));
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                missing.push(name.to_os_string());
-                at = parent;
+    use std::path::Component;
+    let parts: Vec<Component<'_>> = path.components().collect();
+    for existing in (0..=parts.len()).rev() {
+        let ancestor: PathBuf = parts[..existing].iter().collect();
+        let here = if ancestor.as_os_str().is_empty() { Path::new(".") } else { ancestor.as_path() };
+        if let Ok(mut real) = std::fs::canonicalize(here) {
+            for part in &parts[existing..] {
+                match part {
+                    Component::ParentDir => {
+                        real.pop();
+                    }
+                    Component::CurDir => {}
+                    other => real.push(other),
+                }
             }
-            _ => return path.to_path_buf(),
+            return real;
         }
     }
+    path.to_path_buf()
 }
 
 async fn export_into(
