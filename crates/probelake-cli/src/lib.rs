@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 mod cmd;
+mod damage;
 mod output;
 mod progress;
 mod repl;

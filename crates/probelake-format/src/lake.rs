@@ -525,6 +525,24 @@ impl Lake {
         self.fetch_file(file).await?.decode()
     }
 
+    /// The first data file of `records` (units of this dataset) that cannot be read or does not
+    /// decode, as the error that names it; `None` when every one decodes.
+    ///
+    /// It reads and decodes every file of those units, so it is for explaining a query that
+    /// failed on data (DataFusion's decode errors do not say which file), not for a hot path.
+    pub async fn first_damaged_file(&self, records: &[CommitRecord]) -> Option<FormatError> {
+        for record in records {
+            for table in Table::ALL {
+                for file in record.files_of(table) {
+                    if let Err(damage) = self.read_file(file).await {
+                        return Some(damage);
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// Reads one data file's bytes without decoding them, so that the decoding (all CPU) can
     /// run on another thread: [`FetchedFile::decode`].
     pub async fn fetch_file(&self, file: &DataFile) -> Result<FetchedFile> {
@@ -546,10 +564,14 @@ pub struct FetchedFile {
 impl FetchedFile {
     /// Decodes the Parquet file into record batches.
     pub fn decode(self) -> Result<Vec<RecordBatch>> {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(self.bytes)
-            .and_then(|b| b.with_batch_size(64 * 1024).build())
-            .map_err(|source| FormatError::Parquet { location: self.location, source })?;
+        let FetchedFile { location, bytes } = self;
+        let reader =
+            match ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.with_batch_size(64 * 1024).build()) {
+                Ok(reader) => reader,
+                Err(source) => return Err(FormatError::Parquet { location, source }),
+            };
         let batches: std::result::Result<Vec<_>, _> = reader.collect();
-        Ok(batches?)
+        // A page that does not decode is a damaged file: say which.
+        batches.map_err(|e| FormatError::Corrupt { location, message: format!("cannot decode: {e}") })
     }
 }

@@ -67,6 +67,9 @@ pub struct RunSummary {
 pub struct RunSession {
     ctx: SessionContext,
     runs: Vec<RunSummary>,
+    /// Each run's dataset and the units its tables show, to name a damaged file after a
+    /// query fails on one ([`RunSession::first_damaged_file`]).
+    datasets: Vec<(Lake, Vec<CommitRecord>)>,
     allow_write: bool,
 }
 
@@ -107,6 +110,7 @@ impl RunSession {
         let catalog = Arc::new(MemoryCatalogProvider::new());
         ctx.register_catalog(CATALOG, Arc::clone(&catalog) as Arc<dyn CatalogProvider>);
         let mut summaries = Vec::new();
+        let mut datasets = Vec::new();
         for (i, run) in runs.iter().enumerate() {
             check_run_name(&run.name)?;
             if summaries.iter().any(|s: &RunSummary| s.name == run.name) {
@@ -132,8 +136,22 @@ impl RunSession {
                 units: units.len(),
                 files,
             });
+            datasets.push((run.lake.clone(), units));
         }
-        Ok(RunSession { ctx, runs: summaries, allow_write })
+        Ok(RunSession { ctx, runs: summaries, datasets, allow_write })
+    }
+
+    /// The first data file of the session's runs that cannot be read or does not decode, as
+    /// the error that names it; `None` when all decode. DataFusion's errors for a damaged page
+    /// say what is wrong but not in which file: call this after a query fails on its data. It
+    /// reads every file of every run.
+    pub async fn first_damaged_file(&self) -> Option<probelake_format::FormatError> {
+        for (lake, units) in &self.datasets {
+            if let Some(damage) = lake.first_damaged_file(units).await {
+                return Some(damage);
+            }
+        }
+        None
     }
 
     /// The DataFusion context, for DataFrame use.

@@ -134,6 +134,22 @@ const DAMAGES: &[Damage] = &[
         },
     },
     Damage {
+        // The footer reads; a page in the middle does not decode. DataFusion's error for it
+        // does not say which file, so the commands look for the file that fails.
+        name: "data file's pages overwritten",
+        in_data_file: true,
+        apply: |d| {
+            let f = d.join(first_data_file(d));
+            let mut bytes = std::fs::read(&f).expect("read");
+            // Everything between the leading magic and the footer (metadata, its length, magic).
+            let tail = bytes.len() - 8;
+            let footer_len = u32::from_le_bytes(bytes[tail..tail + 4].try_into().expect("4 bytes")) as usize;
+            bytes[4..tail - footer_len].fill(0x7f);
+            std::fs::write(&f, bytes).expect("write");
+            file_name(&f)
+        },
+    },
+    Damage {
         name: "data file missing",
         in_data_file: true,
         apply: |d| {
@@ -235,10 +251,6 @@ fn every_command_refuses_a_damaged_dataset_and_changes_nothing() {
             let reads_rows = !matches!(command, "info" | "vacuum");
             if out.status.success() {
                 assert!(damage.in_data_file && !reads_rows, "{what}: succeeded");
-            } else if damage.in_data_file && !String::from_utf8_lossy(&out.stderr).contains(&named) {
-                // Some of DataFusion's read errors do not carry the file's name; then the
-                // error must at least name the unit.
-                assert_clear_error(&what, &out, &["rank 0"]);
             } else {
                 assert_clear_error(&what, &out, &[named.as_str()]);
             }

@@ -206,11 +206,22 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 let (t_lake, g_lake) = (target.lake.clone(), golden.lake.clone());
                 let (unit_t, unit_g, opts) = (t.clone(), g.clone(), opts.clone());
                 let task = async move { compare_unit(&t_lake, &unit_t, &g_lake, &unit_g, &opts).await };
-                in_flight.push_back((t, tokio::spawn(task)));
+                in_flight.push_back((t, g, tokio::spawn(task)));
             }
-            let Some((t, task)) = in_flight.pop_front() else { break };
-            let result =
-                task.await.context("a comparison task failed")?.with_context(|| format!("comparing {}", t.unit))?;
+            let Some((t, g, task)) = in_flight.pop_front() else { break };
+            let result = match task.await.context("a comparison task failed")? {
+                Ok(result) => result,
+                Err(e) => {
+                    let e = anyhow::Error::new(e).context(format!("comparing {}", t.unit));
+                    let damaged = async {
+                        match target.lake.first_damaged_file(std::slice::from_ref(t)).await {
+                            Some(damage) => Some(damage),
+                            None => golden.lake.first_damaged_file(std::slice::from_ref(g)).await,
+                        }
+                    };
+                    return Err(crate::damage::name_damaged_file(e, damaged).await);
+                }
+            };
             sink.add(result)?;
             bar.advance(t.counts.json_bytes);
         }

@@ -12,6 +12,7 @@ use probelake_query::{Run, RunSession};
 use super::compare::open_run;
 use super::sql::{open_runs, run_name_from_path};
 use super::Context;
+use crate::damage::name_damaged_file;
 
 /// Draw charts of runs as SVG and PNG.
 #[derive(Debug, clap::Args)]
@@ -192,7 +193,11 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 stats
             };
             let query = TrendQuery { subject, stats, stage: a.stage, rank: a.rank, log_y: a.log_y };
-            (fetch_trend(&session, &query).await?.render()?, a.output)
+            let trend = match fetch_trend(&session, &query).await {
+                Ok(trend) => trend,
+                Err(e) => return Err(name_damaged_file(e.into(), session.first_damaged_file()).await),
+            };
+            (trend.render()?, a.output)
         }
         ChartArgs::Divergence(a) => {
             let target = open_run(&a.target, "target", &ctx.storage).await?;
@@ -222,7 +227,11 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 max_rows: a.max_rows,
                 ..DivergenceQuery::new(t_name, g_name)
             };
-            (fetch_divergence(&session, &query).await?.render()?, a.output)
+            let divergence = match fetch_divergence(&session, &query).await {
+                Ok(divergence) => divergence,
+                Err(e) => return Err(name_damaged_file(e.into(), session.first_damaged_file()).await),
+            };
+            (divergence.render()?, a.output)
         }
     };
     for path in figure.save(&output)? {

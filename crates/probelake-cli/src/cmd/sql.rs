@@ -104,7 +104,10 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut results: Vec<RecordBatch> = Vec::new();
     for (origin, sql) in &scripts {
-        let batches = collect_keeping_schema(&session, sql).await.with_context(|| format!("in {origin}"))?;
+        let batches = match collect_keeping_schema(&session, sql).await.with_context(|| format!("in {origin}")) {
+            Ok(batches) => batches,
+            Err(e) => return Err(crate::damage::name_damaged_file(e, session.first_damaged_file()).await),
+        };
         results = batches;
         if args.output.is_none() {
             let mut out = std::io::stdout().lock();
