@@ -92,7 +92,7 @@ pub fn run() -> ExitCode {
         Err(e) => return report::error(&e),
     };
     let ctx = cmd::Context { quiet: cli.quiet, storage };
-    let result = runtime.block_on(async {
+    let command = async {
         match cli.command {
             Command::Import(args) => cmd::import::run(&ctx, args).await,
             Command::Export(args) => cmd::export::run(&ctx, args).await,
@@ -105,10 +105,22 @@ pub fn run() -> ExitCode {
             Command::Synth(args) => cmd::synth::run(&ctx, args).await,
             Command::Demo(args) => cmd::demo::run(&ctx, args).await,
         }
+    };
+    // Ctrl-C drops the command's future: what it was writing through an `OutputTree` (export,
+    // compare, `-o` files) is rolled back, and an import commits nothing.
+    let result = runtime.block_on(async {
+        tokio::select! {
+            result = command => Some(result),
+            _ = tokio::signal::ctrl_c() => None,
+        }
     });
     match result {
-        Ok(code) => code,
-        Err(e) => report::error(&e),
+        Some(Ok(code)) => code,
+        Some(Err(e)) => report::error(&e),
+        None => {
+            eprintln!("probelake: interrupted; the files it had written are removed");
+            ExitCode::from(130)
+        }
     }
 }
 

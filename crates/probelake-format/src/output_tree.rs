@@ -16,7 +16,8 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::error::{FormatError, Result};
 
-/// Files written below one folder, undoable until [`OutputTree::finish`].
+/// Files written below one folder, undoable until [`OutputTree::finish`]; dropped unfinished,
+/// it rolls back.
 #[derive(Debug)]
 pub struct OutputTree {
     root: PathBuf,
@@ -128,26 +129,40 @@ impl OutputTree {
     }
 
     /// Keeps everything written; drops the copies of replaced files.
-    pub fn finish(self) {
-        for (_, backup) in &self.replaced {
+    pub fn finish(mut self) {
+        for (_, backup) in std::mem::take(&mut self.replaced) {
             let _ = std::fs::remove_file(backup);
         }
+        self.created_files.clear();
+        self.created_dirs.clear();
     }
 
     /// Removes every file and folder this tree created and puts replaced files back. Best
     /// effort: it runs after another error, which is the one worth reporting.
-    pub fn rollback(self) {
-        for file in self.created_files.iter().rev() {
+    pub fn rollback(mut self) {
+        self.undo();
+    }
+
+    fn undo(&mut self) {
+        for file in std::mem::take(&mut self.created_files).iter().rev() {
             let _ = std::fs::remove_file(file);
         }
-        for (file, backup) in self.replaced.iter().rev() {
+        for (file, backup) in std::mem::take(&mut self.replaced).iter().rev() {
             if std::fs::rename(backup, file).is_err() {
                 tracing::warn!(file = %file.display(), backup = %backup.display(), "could not restore an overwritten file");
             }
         }
-        for dir in self.created_dirs.iter().rev() {
+        for dir in std::mem::take(&mut self.created_dirs).iter().rev() {
             let _ = std::fs::remove_dir(dir);
         }
+    }
+}
+
+/// A tree dropped before [`OutputTree::finish`] is rolled back: a command cancelled half way
+/// (Ctrl-C drops its future) or a panic leaves the folder as it found it, as an error does.
+impl Drop for OutputTree {
+    fn drop(&mut self) {
+        self.undo();
     }
 }
 

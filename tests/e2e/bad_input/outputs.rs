@@ -98,3 +98,47 @@ fn impossible_output_paths_are_refused_before_anything_is_written() {
         assert_refused(root, &os(args), expect);
     }
 }
+
+/// Ctrl-C half way through `compare` and `export`: exit code 130 and none of the files written
+/// so far left behind, as when a later unit fails.
+#[test]
+fn an_interrupted_compare_or_export_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    // Enough units that the command is still writing when the first file shows.
+    let synth = ["synth", "src", "--layout", "msprobe", "--steps", "1", "--ranks", "32", "--layers", "4", "-q"];
+    assert!(super::run_in(root, synth).status.success());
+    cli::import(&root.join("src"), &root.join("ds"));
+    for args in [&["compare", "ds", "ds", "-o", "out", "--quiet"][..], &["export", "ds", "out"]] {
+        let what = args.join(" ");
+        let out = root.join("out");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_probelake"))
+            .args(args)
+            .current_dir(root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the command starts");
+        let started = std::time::Instant::now();
+        while !crate::fixtures::files_below(&out).iter().any(|f| !f.to_string_lossy().contains("probelake-tmp")) {
+            assert!(child.try_wait().expect("wait").is_none(), "{what}: ended before a file was written");
+            assert!(started.elapsed().as_secs() < 60, "{what}: no file after a minute");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs");
+        assert!(kill.success(), "{what}: kill -INT failed");
+        let result = child.wait_with_output().expect("output");
+        let err = String::from_utf8_lossy(&result.stderr);
+        if result.status.code() == Some(130) {
+            assert!(err.contains("interrupted"), "{what}: {err}");
+            let left = crate::fixtures::files_below(&out);
+            assert!(left.is_empty(), "{what}: left {left:?}");
+            assert!(!out.exists(), "{what}: left the folder it created");
+        } else {
+            // The signal came after the last unit: then the output must be whole.
+            assert!(result.status.code().is_some_and(|c| c < 2), "{what}: exit {:?}\n{err}", result.status);
+            eprintln!("note: {what} finished before the interrupt reached it");
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}

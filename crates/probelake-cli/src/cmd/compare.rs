@@ -308,10 +308,11 @@ impl Sink {
 
     /// Keeps the files (or prints the tables); the count of `error` rows and the files written.
     fn finish(self) -> anyhow::Result<(usize, Vec<PathBuf>)> {
+        // Kept before printing: a closed stdout does not undo the files.
+        self.tree.finish();
         for result in &self.tables {
             print_table(result)?;
         }
-        self.tree.finish();
         Ok((self.errors, self.written))
     }
 
