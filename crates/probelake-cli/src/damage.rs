@@ -7,6 +7,7 @@ use probelake_format::FormatError;
 use probelake_query::datafusion::arrow::error::ArrowError;
 use probelake_query::datafusion::error::DataFusionError;
 use probelake_query::datafusion::parquet::errors::ParquetError;
+use probelake_query::RunSession;
 
 /// Whether `err` is a failure to read stored data, rather than a mistake in the query.
 fn is_decode_failure(err: &anyhow::Error) -> bool {
@@ -32,6 +33,15 @@ pub async fn name_damaged_file(err: anyhow::Error, find: impl Future<Output = Op
     match find.await {
         Some(damage) => anyhow::Error::new(damage).context(err.to_string()),
         None => err,
+    }
+}
+
+/// `result` of a query over `session`, with a failure to decode data turned into the error
+/// naming the damaged file of the session's runs ([`name_damaged_file`]).
+pub async fn naming_damage<T, E: Into<anyhow::Error>>(result: Result<T, E>, session: &RunSession) -> anyhow::Result<T> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(e) => Err(name_damaged_file(e.into(), session.first_damaged_file()).await),
     }
 }
 

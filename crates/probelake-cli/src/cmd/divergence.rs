@@ -61,10 +61,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             .await?;
     let query =
         FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", &format!("SELECT {:?} AS threshold", args.threshold));
-    let batches = match collect_keeping_schema(&session, &query).await.context("running the first-divergence query") {
-        Ok(batches) => batches,
-        Err(e) => return Err(crate::damage::name_damaged_file(e, session.first_damaged_file()).await),
-    };
+    let batches = collect_keeping_schema(&session, &query).await.context("running the first-divergence query");
+    let batches = crate::damage::naming_damage(batches, &session).await?;
     let mut with_chain = Vec::with_capacity(batches.len());
     let mut found = 0;
     for batch in &batches {

@@ -12,7 +12,7 @@ use probelake_query::{Run, RunSession};
 use super::compare::open_run;
 use super::sql::{open_runs, run_name_from_path};
 use super::Context;
-use crate::damage::name_damaged_file;
+use crate::damage::naming_damage;
 
 /// Draw charts of runs as SVG and PNG.
 #[derive(Debug, clap::Args)]
@@ -193,11 +193,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 stats
             };
             let query = TrendQuery { subject, stats, stage: a.stage, rank: a.rank, log_y: a.log_y };
-            let trend = match fetch_trend(&session, &query).await {
-                Ok(trend) => trend,
-                Err(e) => return Err(name_damaged_file(e.into(), session.first_damaged_file()).await),
-            };
-            (trend.render()?, a.output)
+            (naming_damage(fetch_trend(&session, &query).await, &session).await?.render()?, a.output)
         }
         ChartArgs::Divergence(a) => {
             let target = open_run(&a.target, "target", &ctx.storage).await?;
@@ -227,11 +223,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 max_rows: a.max_rows,
                 ..DivergenceQuery::new(t_name, g_name)
             };
-            let divergence = match fetch_divergence(&session, &query).await {
-                Ok(divergence) => divergence,
-                Err(e) => return Err(name_damaged_file(e.into(), session.first_damaged_file()).await),
-            };
-            (divergence.render()?, a.output)
+            (naming_damage(fetch_divergence(&session, &query).await, &session).await?.render()?, a.output)
         }
     };
     for path in figure.save(&output)? {

@@ -9,6 +9,7 @@ use probelake_query::datafusion::arrow::record_batch::RecordBatch;
 use probelake_query::{Run, RunSession};
 
 use super::Context;
+use crate::damage::naming_damage;
 use crate::output::{collect_keeping_schema, write_batches, write_batches_to_file, OutputFormat};
 use probelake_format::StorageOptions;
 
@@ -104,10 +105,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut results: Vec<RecordBatch> = Vec::new();
     for (origin, sql) in &scripts {
-        let batches = match collect_keeping_schema(&session, sql).await.with_context(|| format!("in {origin}")) {
-            Ok(batches) => batches,
-            Err(e) => return Err(crate::damage::name_damaged_file(e, session.first_damaged_file()).await),
-        };
+        let batches = collect_keeping_schema(&session, sql).await.with_context(|| format!("in {origin}"));
+        let batches = naming_damage(batches, &session).await?;
         results = batches;
         if args.output.is_none() {
             let mut out = std::io::stdout().lock();
