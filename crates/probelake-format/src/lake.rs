@@ -24,14 +24,15 @@
 
 use std::sync::Arc;
 
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FormatError, Result};
@@ -554,6 +555,31 @@ impl Lake {
     }
 }
 
+/// `schema` with the `Utf8` columns named in `names`, or the `Utf8` items of such list
+/// columns, read as `Dictionary(Int32, Utf8)`.
+fn dictionary_hint(schema: &SchemaRef, names: &[&str]) -> SchemaRef {
+    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let hinted = match field.data_type() {
+                _ if !names.contains(&field.name().as_str()) => None,
+                DataType::Utf8 => Some(dictionary.clone()),
+                DataType::List(item) if item.data_type() == &DataType::Utf8 => {
+                    Some(DataType::List(Arc::new(item.as_ref().clone().with_data_type(dictionary.clone()))))
+                }
+                _ => None,
+            };
+            match hinted {
+                Some(data_type) => field.as_ref().clone().with_data_type(data_type),
+                None => field.as_ref().clone(),
+            }
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 /// A data file's bytes as [`Lake::fetch_file`] read them, not yet decoded.
 #[derive(Debug, Clone)]
 pub struct FetchedFile {
@@ -564,12 +590,46 @@ pub struct FetchedFile {
 impl FetchedFile {
     /// Decodes the Parquet file into record batches.
     pub fn decode(self) -> Result<Vec<RecordBatch>> {
+        self.decode_columns(None, &[])
+    }
+
+    /// Decodes only the columns named in `only` (all of them for `None`), in the file's order.
+    /// A name the file lacks is left out, for the caller to report as it would a missing column.
+    ///
+    /// The string (or list-of-string) columns named in `as_dictionary` come back as
+    /// `Dictionary(Int32, Utf8)` values: a column whose values repeat, such as the stack table's
+    /// frames, is then decoded once per distinct value rather than copied out per row.
+    pub fn decode_columns(self, only: Option<&[&str]>, as_dictionary: &[&str]) -> Result<Vec<RecordBatch>> {
         let FetchedFile { location, bytes } = self;
-        let reader =
-            match ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.with_batch_size(64 * 1024).build()) {
-                Ok(reader) => reader,
-                Err(source) => return Err(FormatError::Parquet { location, source }),
-            };
+        let reader = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
+            .and_then(|metadata| {
+                if as_dictionary.is_empty() {
+                    return Ok(metadata);
+                }
+                let hinted = dictionary_hint(metadata.schema(), as_dictionary);
+                ArrowReaderMetadata::try_new(
+                    Arc::clone(metadata.metadata()),
+                    ArrowReaderOptions::new().with_schema(hinted),
+                )
+            })
+            .and_then(|metadata| {
+                let builder =
+                    ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, metadata).with_batch_size(64 * 1024);
+                let builder = match only {
+                    Some(names) => {
+                        let roots: Vec<usize> =
+                            names.iter().filter_map(|n| builder.schema().index_of(n).ok()).collect();
+                        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+                        builder.with_projection(mask)
+                    }
+                    None => builder,
+                };
+                builder.build()
+            });
+        let reader = match reader {
+            Ok(reader) => reader,
+            Err(source) => return Err(FormatError::Parquet { location, source }),
+        };
         let batches: std::result::Result<Vec<_>, _> = reader.collect();
         // A page that does not decode is a damaged file: say which.
         batches.map_err(|e| FormatError::Corrupt { location, message: format!("cannot decode: {e}") })

@@ -1,10 +1,13 @@
 //! `export`: a dataset back into the msprobe folder tree it came from, byte for byte.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use arrow::array::{Array, AsArray, BooleanArray, Float64Array, ListArray, RecordBatch, StringArray};
+use futures::channel::oneshot;
+
+use arrow::array::{Array, AsArray, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 
 use crate::error::{FormatError, Result};
@@ -18,7 +21,6 @@ use super::columns::Origin;
 use super::construct::{render_construct, ConstructRow};
 use super::dump_file::{no_more_leaves, render_holes};
 use super::import::Progress;
-use super::in_order::map_in_order;
 use super::leaf::Leaf;
 use super::stack::{render_stack, StackFormat, StackRow};
 
@@ -116,47 +118,85 @@ async fn export_into(
     let records: Vec<CommitRecord> = lake.units().await?.into_iter().filter(|r| options.selects(&r.unit)).collect();
     progress.start(records.iter().map(|r| r.counts.json_bytes).sum(), records.len());
     let mut report = ExportReport::default();
-    // Units are rendered a wave at a time, one per thread (decoding and rendering are all
-    // CPU), and written in order before the next wave, so memory holds a wave's files rather
-    // than the whole export's. Writing stays on this thread and in unit order: what is
-    // written, the checks below and the first error reported are those of a one-by-one export.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
-    for wave in records.chunks(threads) {
-        let mut fetched = Vec::with_capacity(wave.len());
-        for record in wave {
-            let unit = fetch_unit(lake, record).await;
-            let failed = unit.is_err();
-            fetched.push(unit);
-            if failed {
+    // Each unit renders on a thread of its own (decoding and rendering are all CPU) while this
+    // thread writes the units before it, in order: what is written, the checks below and the
+    // first error reported are those of a one-by-one export. One more unit than there are
+    // cores is in flight, so the cores keep rendering while a unit is written; memory holds
+    // those units' files rather than the whole export's.
+    let in_flight_max = std::thread::available_parallelism().map_or(1, |n| n.get()) + 1;
+    let mut in_flight: VecDeque<(&CommitRecord, oneshot::Receiver<Result<UnitFiles>>)> = VecDeque::new();
+    for record in &records {
+        if in_flight.len() >= in_flight_max {
+            if let Some((record, files)) = in_flight.pop_front() {
+                write_unit(tree, record, files.await, &mut report, progress)?;
+            }
+        }
+        match fetch_unit(lake, record).await {
+            Ok(unit) => in_flight.push_back((record, spawn_render(unit))),
+            Err(e) => {
+                // The units before this one still come first, with their own errors.
+                let (send, failed) = oneshot::channel();
+                let _ = send.send(Err(e));
+                in_flight.push_back((record, failed));
                 break;
             }
         }
-        for (record, files) in wave.iter().zip(render_units(fetched)) {
-            let files = files?;
-            // Every file of the unit checked before any is written: an existing file (without
-            // --force) or one an earlier unit wrote fails before work the rollback would undo.
-            for (rel, _) in &files {
-                tree.check(rel)?;
-            }
-            for (rel, bytes) in &files {
-                tree.write(rel, bytes)?;
-                report.bytes += bytes.len() as u64;
-            }
-            report.files += files.len();
-            report.units += 1;
-            progress.advance(record.counts.json_bytes);
-        }
+    }
+    while let Some((record, files)) = in_flight.pop_front() {
+        write_unit(tree, record, files.await, &mut report, progress)?;
     }
     Ok(report)
 }
 
+/// Writes one rendered unit. Every file is checked before any is written: an existing file
+/// (without --force) or one an earlier unit wrote fails before work the rollback would undo.
+fn write_unit(
+    tree: &mut OutputTree,
+    record: &CommitRecord,
+    rendered: std::result::Result<Result<UnitFiles>, oneshot::Canceled>,
+    report: &mut ExportReport,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let files = rendered.map_err(|_| FormatError::Internal(format!("rendering unit {} stopped", record.unit)))??;
+    for (rel, _) in &files {
+        tree.check(rel)?;
+    }
+    for (rel, bytes) in &files {
+        tree.write(rel, bytes)?;
+        report.bytes += bytes.len() as u64;
+    }
+    report.files += files.len();
+    report.units += 1;
+    progress.advance(record.counts.json_bytes);
+    Ok(())
+}
+
+/// The most a dump file's buffer is sized to up front; the recorded length comes from the
+/// dataset, which may be damaged.
+const MAX_PRESIZE: usize = 1 << 30;
+
 /// A unit's files: (relative path, bytes).
 type UnitFiles = Vec<(PathBuf, Vec<u8>)>;
 
-/// Renders `units`, one thread each (see [`map_in_order`]); a unit that failed to fetch is
-/// its error.
-fn render_units(units: Vec<Result<FetchedUnit>>) -> Vec<Result<UnitFiles>> {
-    map_in_order(units, |unit| unit.and_then(render_fetched))
+/// Renders `unit` on a thread of its own; its files (or error) arrive on the receiver. Where no
+/// thread can be started, it is rendered here.
+fn spawn_render(unit: FetchedUnit) -> oneshot::Receiver<Result<UnitFiles>> {
+    let (send, receive) = oneshot::channel();
+    let slot = Arc::new(Mutex::new(Some((unit, send))));
+    let job = {
+        let slot = Arc::clone(&slot);
+        move || {
+            if let Some((unit, send)) = slot.lock().ok().and_then(|mut s| s.take()) {
+                let _ = send.send(render_fetched(unit));
+            }
+        }
+    };
+    if std::thread::Builder::new().name("probelake-export".into()).spawn(job).is_err() {
+        if let Some((unit, send)) = slot.lock().ok().and_then(|mut s| s.take()) {
+            let _ = send.send(render_fetched(unit));
+        }
+    }
+    receive
 }
 
 /// The `dump` table's leaf columns of one batch, looked up and type-checked once.
@@ -292,12 +332,65 @@ async fn fetch_unit(lake: &Lake, record: &CommitRecord) -> Result<FetchedUnit> {
     Ok(FetchedUnit { location: format!("{} ({})", lake.display(), record.unit), tables })
 }
 
-fn decode(files: Vec<FetchedFile>) -> Result<Vec<RecordBatch>> {
+/// The `dump` columns export reads. The others (the entry's name, its parts and the leaf's
+/// path) are the skeleton's to lay out; `name`, `path` and `item` alone are most of a dump
+/// file's decoded bytes.
+const DUMP_COLUMNS: [&str; 16] = [
+    "inner_step",
+    "pid",
+    "seq",
+    "leaf",
+    "kind",
+    "dtype",
+    "shape",
+    "max",
+    "min",
+    "mean",
+    "norm",
+    "requires_grad",
+    "md5",
+    "data_name",
+    "value",
+    "raw",
+];
+
+fn decode(files: Vec<FetchedFile>, only: Option<&[&str]>, as_dictionary: &[&str]) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
     for file in files {
-        out.extend(file.decode()?);
+        out.extend(file.decode_columns(only, as_dictionary)?);
     }
     Ok(out)
+}
+
+/// The stack table's frame texts, borrowed. Frames repeat for every name of a stack group, so
+/// they are decoded as a dictionary ([`FetchedFile::decode_columns`]): copied out per row
+/// they were a third of an export's page faults.
+enum FrameTexts<'b> {
+    Plain(&'b StringArray),
+    Dictionary(&'b Int32Array, &'b StringArray),
+}
+
+impl<'b> FrameTexts<'b> {
+    fn new(values: &'b dyn Array) -> Option<Self> {
+        if let Some(plain) = values.as_string_opt::<i32>() {
+            return Some(FrameTexts::Plain(plain));
+        }
+        let dictionary = values.as_dictionary_opt::<Int32Type>()?;
+        Some(FrameTexts::Dictionary(dictionary.keys(), dictionary.values().as_string_opt::<i32>()?))
+    }
+
+    /// Frame `j` (a null one is empty, as it always was); `None` where `j` or its key is out of
+    /// range.
+    fn get(&self, j: usize) -> Option<Cow<'b, str>> {
+        let (texts, at) = match self {
+            FrameTexts::Plain(texts) if texts.is_null(j) => return Some(Cow::Borrowed("")),
+            FrameTexts::Plain(texts) => (*texts, j),
+            FrameTexts::Dictionary(keys, _) if j >= keys.len() => return None,
+            FrameTexts::Dictionary(keys, _) if keys.is_null(j) => return Some(Cow::Borrowed("")),
+            FrameTexts::Dictionary(keys, texts) => (*texts, usize::try_from(keys.value(j)).ok()?),
+        };
+        (at < texts.len()).then(|| Cow::Borrowed(texts.value(at)))
+    }
 }
 
 fn column<'b>(batch: &'b RecordBatch, name: &str, table: Table) -> Result<&'b dyn Array> {
@@ -347,8 +440,9 @@ pub async fn render_unit(lake: &Lake, record: &CommitRecord) -> Result<Vec<(Path
 
 fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
     let FetchedUnit { location, tables: [sources, dumps, stacks, constructs, tensors] } = unit;
-    let (sources, dumps, stacks) = (decode(sources)?, decode(dumps)?, decode(stacks)?);
-    let (constructs, tensors) = (decode(constructs)?, decode(tensors)?);
+    let (sources, dumps) = (decode(sources, None, &[])?, decode(dumps, Some(&DUMP_COLUMNS), &[])?);
+    let (stacks, constructs, tensors) =
+        (decode(stacks, None, &["frames"])?, decode(constructs, None, &[])?, decode(tensors, None, &[])?);
 
     // Where each dump file's leaves are: (origin, seq, leaf, batch, row) sorted, so each origin's
     // leaves are one run in (seq, leaf) order across the API-family files (ties in table order).
@@ -375,10 +469,16 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
         let name = strs(batch, "name", t)?;
         let group = column(batch, "group", t)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "group"))?;
         let frames = column(batch, "frames", t)?.as_list_opt::<i32>().ok_or_else(|| type_error(t, "frames"))?;
+        let frame_texts = FrameTexts::new(frames.values().as_ref()).ok_or_else(|| type_error(t, "frames"))?;
+        let offsets = frames.value_offsets();
         for i in 0..batch.num_rows() {
-            let f = frames.value(i);
-            let f = f.as_string_opt::<i32>().ok_or_else(|| type_error(t, "frames"))?;
-            let f: Vec<Cow<'_, str>> = f.iter().map(|s| Cow::Owned(s.unwrap_or_default().to_string())).collect();
+            let f = offsets
+                .get(i)
+                .zip(offsets.get(i + 1))
+                .and_then(|(&a, &b)| {
+                    (usize::try_from(a).ok()?..usize::try_from(b).ok()?).map(|j| frame_texts.get(j)).collect()
+                })
+                .ok_or_else(|| type_error(t, "frames"))?;
             let row = StackRow { group: group.value(i), name: Cow::Borrowed(name(i).unwrap_or_default()), frames: f };
             stack_rows.entry(origin_of(batch, t, i)?).or_default().push(row);
         }
@@ -406,6 +506,7 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
         let file = strs(batch, "file", t)?;
         let indent =
             column(batch, "indent", t)?.as_primitive_opt::<Int32Type>().ok_or_else(|| type_error(t, "indent"))?;
+        let lengths = column(batch, "bytes", t).ok().and_then(|c| c.as_primitive_opt::<Int64Type>());
         let skeleton = column(batch, "skeleton", t)?.as_string_opt::<i64>().ok_or_else(|| type_error(t, "skeleton"))?;
         let binary = |name: &str| {
             column(batch, name, t).and_then(|c| c.as_binary_opt::<i64>().ok_or_else(|| type_error(t, name)))
@@ -426,7 +527,10 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
             } else {
                 let layout = layout_of(indent.is_valid(i).then(|| indent.value(i)));
                 let run = runs.get(&origin).cloned().unwrap_or_default();
-                let mut buf = Vec::new();
+                // Sized once from the file's recorded length: growing by doubling copied
+                // the file and faulted in fresh pages at every step.
+                let expected = lengths.filter(|b| b.is_valid(i)).map_or(0, |b| b.value(i));
+                let mut buf = Vec::with_capacity(usize::try_from(expected).unwrap_or(0).min(MAX_PRESIZE));
                 render_leaves(skeleton.value(i), layout, &places[run], &leaf_columns, &mut buf)?;
                 buf
             };
@@ -528,7 +632,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn units_exported_in_waves_give_the_tree_back_byte_for_byte() {
+    async fn units_rendered_side_by_side_give_the_tree_back_byte_for_byte() {
         let dir = tempfile::tempdir().unwrap();
         let (tree, lake) = six_units(dir.path()).await;
         let out = dir.path().join("out");
@@ -548,8 +652,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (_, lake) = six_units(dir.path()).await;
         let records = lake.units().await.unwrap();
-        // Units 2 and 4 (0-based) broken: their dump files are no longer Parquet. Unit 1 sits
-        // in the same wave as unit 2 and must be rendered; unit 2's error must win over 4's.
+        // Units 2 and 4 (0-based) broken: their dump files are no longer Parquet. Units 1 and 3
+        // render beside unit 2, and unit 1 must be written first; unit 2's error must win over 4's.
         let broken = |k: usize| records[k].files_of(Table::Dump).next().unwrap().path.clone();
         for k in [2, 4] {
             std::fs::write(dir.path().join("ds").join(broken(k)), b"not parquet").unwrap();
@@ -564,13 +668,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn frames_decode_as_a_dictionary_and_dump_files_without_the_unused_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, lake) = six_units(dir.path()).await;
+        let record = lake.units().await.unwrap().remove(0);
+        let stack = record.files_of(Table::Stack).next().unwrap();
+        let plain = lake.fetch_file(stack).await.unwrap().decode().unwrap();
+        let hinted = lake.fetch_file(stack).await.unwrap().decode_columns(None, &["frames"]).unwrap();
+        let frames_of = |batches: &[RecordBatch]| -> Vec<Vec<String>> {
+            let mut rows = Vec::new();
+            for batch in batches {
+                let list = batch.column_by_name("frames").unwrap().as_list::<i32>();
+                let texts = FrameTexts::new(list.values().as_ref()).unwrap();
+                let offsets = list.value_offsets();
+                for i in 0..batch.num_rows() {
+                    let range = offsets[i] as usize..offsets[i + 1] as usize;
+                    rows.push(range.map(|j| texts.get(j).unwrap().into_owned()).collect());
+                }
+            }
+            rows
+        };
+        let frames_type = hinted[0].column_by_name("frames").unwrap().data_type().clone();
+        let arrow::datatypes::DataType::List(item) = frames_type else { panic!("{frames_type}") };
+        assert!(matches!(item.data_type(), arrow::datatypes::DataType::Dictionary(..)), "{item}");
+        let want = frames_of(&plain);
+        assert!(want.iter().any(|f| !f.is_empty()), "the demo run has stack frames");
+        assert_eq!(frames_of(&hinted), want);
+
+        let dump = record.files_of(Table::Dump).next().unwrap();
+        let only = lake.fetch_file(dump).await.unwrap().decode_columns(Some(&DUMP_COLUMNS), &[]).unwrap();
+        let names: Vec<String> = only[0].schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(names.len(), DUMP_COLUMNS.len());
+        assert!(names.iter().all(|n| DUMP_COLUMNS.contains(&n.as_str())), "{names:?}");
+    }
+
+    #[tokio::test]
     async fn a_unit_meeting_an_existing_file_stops_the_export_before_it_writes() {
         let dir = tempfile::tempdir().unwrap();
         let (tree, lake) = six_units(dir.path()).await;
         let out = dir.path().join("out");
         export(&lake, &out, &ExportOptions::default(), &NoProgress).await.unwrap();
-        // One unit's dump.json is already there (not the first unit's, so units before it in
-        // its wave or earlier waves are written before the refusal and must be rolled back).
+        // One unit's dump.json is already there (not the first unit's, so the units before it
+        // are written before the refusal and must be rolled back).
         let kept = files_below(&tree).into_keys().filter(|p| p.ends_with("dump.json")).nth(3).unwrap();
         std::fs::remove_dir_all(&out).unwrap();
         std::fs::create_dir_all(out.join(kept.parent().unwrap())).unwrap();

@@ -1,5 +1,5 @@
 //! Independent per-unit jobs run on several threads, their results kept in job order: what
-//! import (reading and encoding) and export (decoding and rendering) do a wave at a time.
+//! import (reading and encoding) does a wave at a time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
