@@ -161,6 +161,20 @@ pub struct StackColumns {
 }
 
 impl StackColumns {
+    /// Sizes the frame texts for `rows` when nothing was pushed yet (a unit's first, and
+    /// usually only, stack.json). A group's frames are repeated on the row of each of its
+    /// names, so they are many times stack.json's size; grown by doubling, their buffer was
+    /// copied and faulted in afresh at each step.
+    pub fn reserve(&mut self, rows: &[StackRow<'_>]) {
+        if self.frames.is_some() {
+            return;
+        }
+        let (items, bytes) = rows.iter().fold((0, 0), |(items, bytes), row| {
+            (items + row.frames.len(), bytes + row.frames.iter().map(|f| f.len()).sum::<usize>())
+        });
+        self.frames = Some(ListBuilder::with_capacity(StringBuilder::with_capacity(items, bytes), rows.len()));
+    }
+
     /// Appends one row.
     pub fn push(&mut self, row: &StackRow<'_>, origin: Origin) {
         self.group.append_value(row.group);

@@ -235,6 +235,7 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
     let stack = side_file(&dir.dir.join("stack.json"), |doc, layout, out| {
         let (format, rows) = take_apart_stack(doc)?;
         render_stack(format, layout, &rows, out);
+        columns.stack.reserve(&rows);
         for row in &rows {
             columns.stack.push(row, origin);
         }
