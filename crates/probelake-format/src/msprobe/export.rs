@@ -3,12 +3,10 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-use futures::channel::oneshot;
 
 use arrow::array::{Array, AsArray, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+use tokio::task::{JoinError, JoinHandle};
 
 use crate::error::{FormatError, Result};
 use crate::json::Layout;
@@ -59,7 +57,7 @@ pub struct ExportReport {
 
 /// Writes the selected units of `lake` under `dst` as msprobe files. All or nothing: on any
 /// error the files written so far are removed (and overwritten ones put back), so `dst` is left
-/// as it was.
+/// as it was. Units render on the Tokio runtime's blocking threads, so it runs inside one.
 pub async fn export(lake: &Lake, dst: &Path, options: &ExportOptions, progress: &dyn Progress) -> Result<ExportReport> {
     if let Some(root) = lake.local_dir() {
         if resolved(dst).starts_with(resolved(root)) {
@@ -118,13 +116,14 @@ async fn export_into(
     let records: Vec<CommitRecord> = lake.units().await?.into_iter().filter(|r| options.selects(&r.unit)).collect();
     progress.start(records.iter().map(|r| r.counts.json_bytes).sum(), records.len());
     let mut report = ExportReport::default();
-    // Each unit renders on a thread of its own (decoding and rendering are all CPU) while this
-    // thread writes the units before it, in order: what is written, the checks below and the
+    // Each unit renders on a blocking thread (decoding and rendering are all CPU) while this
+    // task writes the units before it, in order: what is written, the checks below and the
     // first error reported are those of a one-by-one export. One more unit than there are
     // cores is in flight, so the cores keep rendering while a unit is written; memory holds
     // those units' files rather than the whole export's.
     let in_flight_max = std::thread::available_parallelism().map_or(1, |n| n.get()) + 1;
-    let mut in_flight: VecDeque<(&CommitRecord, oneshot::Receiver<Result<UnitFiles>>)> = VecDeque::new();
+    let mut in_flight: VecDeque<(&CommitRecord, JoinHandle<Result<UnitFiles>>)> = VecDeque::new();
+    let mut failed_fetch = None;
     for record in &records {
         if in_flight.len() >= in_flight_max {
             if let Some((record, files)) = in_flight.pop_front() {
@@ -132,20 +131,18 @@ async fn export_into(
             }
         }
         match fetch_unit(lake, record).await {
-            Ok(unit) => in_flight.push_back((record, spawn_render(unit))),
+            Ok(unit) => in_flight.push_back((record, tokio::task::spawn_blocking(move || render_fetched(unit)))),
             Err(e) => {
-                // The units before this one still come first, with their own errors.
-                let (send, failed) = oneshot::channel();
-                let _ = send.send(Err(e));
-                in_flight.push_back((record, failed));
+                failed_fetch = Some(e);
                 break;
             }
         }
     }
+    // The units before a failed fetch still come first, with their own errors.
     while let Some((record, files)) = in_flight.pop_front() {
         write_unit(tree, record, files.await, &mut report, progress)?;
     }
-    Ok(report)
+    failed_fetch.map_or(Ok(report), Err)
 }
 
 /// Writes one rendered unit. Every file is checked before any is written: an existing file
@@ -153,11 +150,12 @@ async fn export_into(
 fn write_unit(
     tree: &mut OutputTree,
     record: &CommitRecord,
-    rendered: std::result::Result<Result<UnitFiles>, oneshot::Canceled>,
+    rendered: std::result::Result<Result<UnitFiles>, JoinError>,
     report: &mut ExportReport,
     progress: &dyn Progress,
 ) -> Result<()> {
-    let files = rendered.map_err(|_| FormatError::Internal(format!("rendering unit {} stopped", record.unit)))??;
+    let files =
+        rendered.map_err(|e| FormatError::Internal(format!("rendering unit {} stopped: {e}", record.unit)))??;
     for (rel, _) in &files {
         tree.check(rel)?;
     }
@@ -177,27 +175,6 @@ const MAX_PRESIZE: usize = 1 << 30;
 
 /// A unit's files: (relative path, bytes).
 type UnitFiles = Vec<(PathBuf, Vec<u8>)>;
-
-/// Renders `unit` on a thread of its own; its files (or error) arrive on the receiver. Where no
-/// thread can be started, it is rendered here.
-fn spawn_render(unit: FetchedUnit) -> oneshot::Receiver<Result<UnitFiles>> {
-    let (send, receive) = oneshot::channel();
-    let slot = Arc::new(Mutex::new(Some((unit, send))));
-    let job = {
-        let slot = Arc::clone(&slot);
-        move || {
-            if let Some((unit, send)) = slot.lock().ok().and_then(|mut s| s.take()) {
-                let _ = send.send(render_fetched(unit));
-            }
-        }
-    };
-    if std::thread::Builder::new().name("probelake-export".into()).spawn(job).is_err() {
-        if let Some((unit, send)) = slot.lock().ok().and_then(|mut s| s.take()) {
-            let _ = send.send(render_fetched(unit));
-        }
-    }
-    receive
-}
 
 /// The `dump` table's leaf columns of one batch, looked up and type-checked once.
 struct LeafColumns<'b> {
