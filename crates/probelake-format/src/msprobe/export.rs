@@ -227,11 +227,8 @@ impl<'b> LeafColumns<'b> {
         if !self.shape.is_valid(i) {
             *spare = dims;
         } else {
-            let offsets = self.shape.value_offsets();
-            let range = offsets
-                .get(i)
-                .zip(offsets.get(i + 1))
-                .and_then(|(&a, &b)| self.dim_values.get(usize::try_from(a).ok()?..usize::try_from(b).ok()?))
+            let range = list_range(self.shape.value_offsets(), i)
+                .and_then(|r| self.dim_values.get(r))
                 .ok_or_else(|| type_error(Table::Dump, "shape"))?;
             dims.clear();
             dims.extend_from_slice(range);
@@ -370,6 +367,13 @@ impl<'b> FrameTexts<'b> {
     }
 }
 
+/// The value positions of list row `i` from its `offsets`; `None` where they are out of range
+/// or negative (a damaged file).
+fn list_range(offsets: &[i32], i: usize) -> Option<std::ops::Range<usize>> {
+    let (&start, &end) = offsets.get(i).zip(offsets.get(i + 1))?;
+    Some(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+}
+
 fn column<'b>(batch: &'b RecordBatch, name: &str, table: Table) -> Result<&'b dyn Array> {
     batch.column_by_name(name).map(|c| c.as_ref()).ok_or_else(|| FormatError::Corrupt {
         location: table.name().into(),
@@ -449,12 +453,8 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
         let frame_texts = FrameTexts::new(frames.values().as_ref()).ok_or_else(|| type_error(t, "frames"))?;
         let offsets = frames.value_offsets();
         for i in 0..batch.num_rows() {
-            let f = offsets
-                .get(i)
-                .zip(offsets.get(i + 1))
-                .and_then(|(&a, &b)| {
-                    (usize::try_from(a).ok()?..usize::try_from(b).ok()?).map(|j| frame_texts.get(j)).collect()
-                })
+            let f = list_range(offsets, i)
+                .and_then(|r| r.map(|j| frame_texts.get(j)).collect())
                 .ok_or_else(|| type_error(t, "frames"))?;
             let row = StackRow { group: group.value(i), name: Cow::Borrowed(name(i).unwrap_or_default()), frames: f };
             stack_rows.entry(origin_of(batch, t, i)?).or_default().push(row);
