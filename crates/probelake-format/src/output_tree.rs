@@ -12,6 +12,7 @@
 //! assert!(!dst.exists());
 //! ```
 
+use std::io::Write as _;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{FormatError, Result};
@@ -81,11 +82,21 @@ impl OutputTree {
     /// Writes `bytes` to `rel` (relative, plain components only) atomically: a temporary file
     /// in the same folder, renamed into place.
     pub fn write(&mut self, rel: &Path, bytes: &[u8]) -> Result<()> {
+        self.write_with(rel, |file| file.write_all(bytes))
+    }
+
+    /// Like [`OutputTree::write`], with the content written by `fill` into the temporary file,
+    /// so that a large file can be written as it is produced instead of held whole first.
+    pub fn write_with(
+        &mut self,
+        rel: &Path,
+        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    ) -> Result<()> {
         let (path, exists) = self.vet(rel)?;
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
         self.create_dirs(&dir)?;
         let tmp = dir.join(format!(".{}.probelake-tmp", uuid::Uuid::new_v4().simple()));
-        if let Err(e) = std::fs::write(&tmp, bytes) {
+        if let Err(e) = std::fs::File::create(&tmp).and_then(|mut file| fill(&mut file)) {
             let _ = std::fs::remove_file(&tmp);
             return Err(FormatError::io(&path, e));
         }

@@ -60,6 +60,15 @@ impl Rows {
         self.text.len()
     }
 
+    /// The bytes of text of the cells of `rows` (complete rows only).
+    pub(crate) fn text_len_of(&self, rows: std::ops::Range<usize>) -> usize {
+        let end_of = |row: usize| match row.min(self.len()) {
+            0 => 0,
+            r => self.ends.get(r * self.width - 1).copied().unwrap_or(0),
+        };
+        end_of(rows.end).saturating_sub(end_of(rows.start))
+    }
+
     /// Whether there is no complete row.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -205,5 +214,8 @@ mod tests {
         assert_eq!(c.row(2).and_then(|r| r.get(2)), Some("r"));
         assert!(c.row(3).is_none() && c.row(0).is_some_and(|r| r.get(3).is_none()));
         assert!(Rows::new(0).is_empty());
+        assert_eq!((c.text_len_of(0..1), c.text_len_of(1..3), c.text_len_of(0..9)), (3, 5, 8));
+        a.push("x");
+        assert_eq!(a.text_len_of(0..3), 5, "the unfinished row is not counted");
     }
 }

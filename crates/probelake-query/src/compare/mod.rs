@@ -75,12 +75,10 @@ pub struct UnitComparison {
 
 impl UnitComparison {
     /// Writes the table as `msprobe compare` writes its CSV (pandas `to_csv(index=False)`).
+    /// A large table is rendered on every core while earlier rows are written.
     pub fn write_csv(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         csv::write_record(out, &self.header)?;
-        for row in &self.rows {
-            csv::write_record(out, row.iter())?;
-        }
-        Ok(())
+        csv::write_rows(&self.rows, out)
     }
 }
 
