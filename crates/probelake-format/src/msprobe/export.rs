@@ -659,7 +659,7 @@ mod tests {
                 let texts = FrameTexts::new(list.values().as_ref()).unwrap();
                 let offsets = list.value_offsets();
                 for i in 0..batch.num_rows() {
-                    let range = offsets[i] as usize..offsets[i + 1] as usize;
+                    let range = list_range(offsets, i).unwrap();
                     rows.push(range.map(|j| texts.get(j).unwrap().into_owned()).collect());
                 }
             }
