@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
 
-use arrow::array::{Array, AsArray, BooleanArray, Float64Array, Int32Array, ListArray, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray, BooleanArray, Float64Array, ListArray, RecordBatch, StringArray};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 use tokio::task::{JoinError, JoinHandle};
 
@@ -21,6 +21,7 @@ use super::dump_file::{no_more_leaves, render_holes};
 use super::import::Progress;
 use super::leaf::Leaf;
 use super::stack::{render_stack, StackFormat, StackRow};
+use super::stack_frames::{list_range, StackFrames};
 
 /// Which units to export, and how.
 #[derive(Debug, Clone, Default)]
@@ -336,44 +337,6 @@ fn decode(files: Vec<FetchedFile>, only: Option<&[&str]>, as_dictionary: &[&str]
     Ok(out)
 }
 
-/// The stack table's frame texts, borrowed. Frames repeat for every name of a stack group, so
-/// they are decoded as a dictionary ([`FetchedFile::decode_columns`]): copied out per row
-/// they were a third of an export's page faults.
-enum FrameTexts<'b> {
-    Plain(&'b StringArray),
-    Dictionary(&'b Int32Array, &'b StringArray),
-}
-
-impl<'b> FrameTexts<'b> {
-    fn new(values: &'b dyn Array) -> Option<Self> {
-        if let Some(plain) = values.as_string_opt::<i32>() {
-            return Some(FrameTexts::Plain(plain));
-        }
-        let dictionary = values.as_dictionary_opt::<Int32Type>()?;
-        Some(FrameTexts::Dictionary(dictionary.keys(), dictionary.values().as_string_opt::<i32>()?))
-    }
-
-    /// Frame `j` (a null one is empty, as it always was); `None` where `j` or its key is out of
-    /// range.
-    fn get(&self, j: usize) -> Option<Cow<'b, str>> {
-        let (texts, at) = match self {
-            FrameTexts::Plain(texts) if texts.is_null(j) => return Some(Cow::Borrowed("")),
-            FrameTexts::Plain(texts) => (*texts, j),
-            FrameTexts::Dictionary(keys, _) if j >= keys.len() => return None,
-            FrameTexts::Dictionary(keys, _) if keys.is_null(j) => return Some(Cow::Borrowed("")),
-            FrameTexts::Dictionary(keys, texts) => (*texts, usize::try_from(keys.value(j)).ok()?),
-        };
-        (at < texts.len()).then(|| Cow::Borrowed(texts.value(at)))
-    }
-}
-
-/// The value positions of list row `i` from its `offsets`; `None` where they are out of range
-/// or negative (a damaged file).
-fn list_range(offsets: &[i32], i: usize) -> Option<std::ops::Range<usize>> {
-    let (&start, &end) = offsets.get(i).zip(offsets.get(i + 1))?;
-    Some(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
-}
-
 fn column<'b>(batch: &'b RecordBatch, name: &str, table: Table) -> Result<&'b dyn Array> {
     batch.column_by_name(name).map(|c| c.as_ref()).ok_or_else(|| FormatError::Corrupt {
         location: table.name().into(),
@@ -449,13 +412,9 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
         let t = Table::Stack;
         let name = strs(batch, "name", t)?;
         let group = column(batch, "group", t)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "group"))?;
-        let frames = column(batch, "frames", t)?.as_list_opt::<i32>().ok_or_else(|| type_error(t, "frames"))?;
-        let frame_texts = FrameTexts::new(frames.values().as_ref()).ok_or_else(|| type_error(t, "frames"))?;
-        let offsets = frames.value_offsets();
+        let frames = StackFrames::new(column(batch, "frames", t)?).ok_or_else(|| type_error(t, "frames"))?;
         for i in 0..batch.num_rows() {
-            let f = list_range(offsets, i)
-                .and_then(|r| r.map(|j| frame_texts.get(j)).collect())
-                .ok_or_else(|| type_error(t, "frames"))?;
+            let f = frames.row(i).ok_or_else(|| type_error(t, "frames"))?;
             let row = StackRow { group: group.value(i), name: Cow::Borrowed(name(i).unwrap_or_default()), frames: f };
             stack_rows.entry(origin_of(batch, t, i)?).or_default().push(row);
         }
@@ -655,12 +614,9 @@ mod tests {
         let frames_of = |batches: &[RecordBatch]| -> Vec<Vec<String>> {
             let mut rows = Vec::new();
             for batch in batches {
-                let list = batch.column_by_name("frames").unwrap().as_list::<i32>();
-                let texts = FrameTexts::new(list.values().as_ref()).unwrap();
-                let offsets = list.value_offsets();
+                let frames = StackFrames::new(batch.column_by_name("frames").unwrap()).unwrap();
                 for i in 0..batch.num_rows() {
-                    let range = list_range(offsets, i).unwrap();
-                    rows.push(range.map(|j| texts.get(j).unwrap().into_owned()).collect());
+                    rows.push(frames.row(i).unwrap().into_iter().map(Cow::into_owned).collect());
                 }
             }
             rows

@@ -17,6 +17,7 @@ mod in_order;
 mod leaf;
 mod name;
 mod stack;
+mod stack_frames;
 
 pub use columns::{
     ConstructColumns, DumpColumns, LeafPlace, Origin, SideFileRef, SourceColumns, SourceRow, StackColumns,
@@ -32,3 +33,4 @@ pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
 pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
+pub use stack_frames::StackFrames;
