@@ -144,7 +144,7 @@ fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool
             if pair.stack {
                 // msprobe prints a key's stack on its first row only.
                 match (i == 0, pair.npu_file.stacks.get(&n.key)) {
-                    (true, Some(frames)) => rows.push_with(|out| push_py_str_list(out, frames)),
+                    (true, Some(cell)) => rows.push(cell),
                     _ => rows.push(NA),
                 }
             }

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, LargeBinaryArray, ListArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
+use probelake_format::msprobe::StackFrames;
 use probelake_format::{CommitRecord, Lake, Table};
 
+use super::pyfmt::push_py_str_list;
 use super::CompareError;
 
 /// Which dump file of a unit a row came from: (inner_step, pid).
@@ -22,8 +24,9 @@ pub(crate) struct DumpFile {
     pub level: Option<String>,
     /// Whether a stack.json sat next to the dump.json (adds `NPU_Stack_Info`).
     pub has_stack: bool,
-    /// Entry name → frames.
-    pub stacks: HashMap<String, Vec<String>>,
+    /// Entry name → its `NPU_Stack_Info` cell, the frames as Python prints a list (read for the
+    /// target side only: msprobe shows the NPU's stacks alone).
+    pub stacks: HashMap<String, Arc<str>>,
 }
 
 /// A tensor of the `tensor` table.
@@ -83,8 +86,21 @@ async fn batches(lake: &Lake, unit: &CommitRecord, table: Table) -> Result<Vec<R
     Ok(out)
 }
 
+/// What of a side's stack table [`read_files`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stacks {
+    /// Each entry's `NPU_Stack_Info` cell.
+    Cells,
+    /// Nothing (the golden side: msprobe shows the NPU's stacks only).
+    Skip,
+}
+
 /// Reads the context of the dump files of a unit, keyed by (inner_step, pid).
-pub(crate) async fn read_files(lake: &Lake, unit: &CommitRecord) -> Result<BTreeMap<FileKey, DumpFile>, CompareError> {
+pub(crate) async fn read_files(
+    lake: &Lake,
+    unit: &CommitRecord,
+    stacks: Stacks,
+) -> Result<BTreeMap<FileKey, DumpFile>, CompareError> {
     let mut files: BTreeMap<FileKey, DumpFile> = BTreeMap::new();
     for batch in batches(lake, unit, Table::Source).await? {
         let kind = strings(&batch, "kind")?;
@@ -103,30 +119,44 @@ pub(crate) async fn read_files(lake: &Lake, unit: &CommitRecord) -> Result<BTree
             }
         }
     }
-    for batch in batches(lake, unit, Table::Stack).await? {
-        let name = strings(&batch, "name")?;
-        let frames = typed::<ListArray>(&batch, "frames")?;
-        // All frames of the batch as one Utf8 array (cast once, not once per entry).
-        let all_frames = cast(frames.values(), &DataType::Utf8)?;
-        let all_frames = all_frames
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| CompareError::Schema("column `frames` is not a list of strings".into()))?;
-        let offsets = frames.value_offsets();
-        let inner = typed::<Int64Array>(&batch, "inner_step")?;
-        let pid = typed::<Int64Array>(&batch, "pid")?;
-        for i in 0..batch.num_rows() {
-            let Some(file) = files.get_mut(&(opt_i64(inner, i), opt_i64(pid, i))) else { continue };
-            let list: Vec<String> = if frames.is_null(i) {
-                Vec::new()
-            } else {
-                let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
-                (start..end).map(|j| opt_str(all_frames, j).unwrap_or_default().to_owned()).collect()
-            };
-            file.stacks.insert(name.value(i).to_owned(), list);
+    if stacks == Stacks::Cells {
+        for stack in unit.files_of(Table::Stack) {
+            // Frames as a dictionary: every name of a stack group repeats the group's frames.
+            for batch in lake.fetch_file(stack).await?.decode_columns(None, &["frames"])? {
+                read_stack_cells(&batch, &mut files)?;
+            }
         }
     }
     Ok(files)
+}
+
+/// Fills the stack cells of `files` from a `stack` batch. Each distinct frame list is printed
+/// once: a list copied out per entry was most of a large comparison's context read.
+fn read_stack_cells(batch: &RecordBatch, files: &mut BTreeMap<FileKey, DumpFile>) -> Result<(), CompareError> {
+    let not_frames = || CompareError::Schema("column `frames` is not a list of strings".into());
+    let name = strings(batch, "name")?;
+    let frames = StackFrames::new(column(batch, "frames")?.as_ref()).ok_or_else(not_frames)?;
+    let inner = typed::<Int64Array>(batch, "inner_step")?;
+    let pid = typed::<Int64Array>(batch, "pid")?;
+    let mut printed: HashMap<&[i32], Arc<str>> = HashMap::new();
+    for i in 0..batch.num_rows() {
+        let Some(file) = files.get_mut(&(opt_i64(inner, i), opt_i64(pid, i))) else { continue };
+        let identity = frames.identity(i);
+        let cell = match identity.and_then(|id| printed.get(id)) {
+            Some(cell) => Arc::clone(cell),
+            None => {
+                let mut text = String::new();
+                push_py_str_list(&mut text, &frames.row(i).ok_or_else(not_frames)?);
+                let cell: Arc<str> = text.into();
+                if let Some(id) = identity {
+                    printed.insert(id, Arc::clone(&cell));
+                }
+                cell
+            }
+        };
+        file.stacks.insert(name.value(i).to_owned(), cell);
+    }
+    Ok(())
 }
 
 /// Reads the `tensor` table of a unit for one dump file: data_name → tensor.

@@ -29,15 +29,20 @@ mod tensor;
 mod threads;
 mod typed;
 
+use std::collections::BTreeMap;
+
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::error::DataFusionError;
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
 
 use crate::session::{Run, RunSession};
+use crate::QueryError;
 
 pub use self::cells::{Row, Rows};
 pub use self::plan::compare_sql;
 
 use self::build::{build_rows, header, FilePair};
-use self::load::{read_files, read_tensors, DumpFile};
+use self::load::{read_files, read_tensors, DumpFile, FileKey, Stacks};
 
 /// Which table msprobe writes (§2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +145,16 @@ fn side_mode(file: Option<&DumpFile>, has_md5: bool) -> Result<CompareMode, Comp
     }
 }
 
+/// The context of both sides' dump files: the target's with its stack cells.
+async fn read_contexts(
+    target: Lake,
+    t: CommitRecord,
+    golden: Lake,
+    g: CommitRecord,
+) -> Result<[BTreeMap<FileKey, DumpFile>; 2], CompareError> {
+    Ok([read_files(&target, &t, Stacks::Cells).await?, read_files(&golden, &g, Stacks::Skip).await?])
+}
+
 /// Compares one unit of `target` (NPU side) with the same unit of `golden` (bench side).
 ///
 /// A unit can hold several dump files (inner steps, processes); they are paired by position
@@ -172,6 +187,8 @@ pub async fn compare_unit(
         Run::new("target", target.clone()).with_units(vec![t.clone()]),
         Run::new("golden", golden.clone()).with_units(vec![g.clone()]),
     ];
+    // The dump files' context (tasks, stacks) does not depend on the plan: it is read beside it.
+    let context = SpawnedTask::spawn(read_contexts(target.clone(), t.clone(), golden.clone(), g.clone()));
     let session = RunSession::open(runs, false).await?;
     let plan = plan::run_in(&session, &t.unit, &g.unit).await?;
     let planned = started.elapsed();
@@ -185,7 +202,8 @@ pub async fn compare_unit(
     if tfiles.len() != gfiles.len() {
         return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
     }
-    let (tcontext, gcontext) = (read_files(target, t).await?, read_files(golden, g).await?);
+    let [tcontext, gcontext] =
+        context.join_unwind().await.map_err(|e| QueryError::from(DataFusionError::ExecutionJoin(Box::new(e))))??;
     // The first pair's mode holds for the unit; every pair must agree with itself.
     let mut mode = opts.mode;
     for (tfile, gfile) in tfiles.iter().zip(gfiles) {
