@@ -302,3 +302,40 @@ async fn integer_statistics_print_as_pandas_types_their_column() {
         assert_eq!(cell("Max diff"), "0");
     }
 }
+
+/// A [`Comparison`] plans the first unit pair of each shape and re-binds those plans to the
+/// files of the pairs after it; every pair's table must be the one its own plans give.
+#[tokio::test(flavor = "multi_thread")]
+async fn reused_plans_give_each_unit_pair_its_own_rows() {
+    use probelake_format::synth::{write_run, SynthSpec};
+    use probelake_query::compare::Comparison;
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut lakes = Vec::new();
+    for (name, bug) in [("bug", Some((1, 1.01))), ("base", None)] {
+        let spec = SynthSpec { ranks: 2, attention_scale_bug: bug, ..SynthSpec::demo() };
+        let src = tmp.path().join(format!("{name}-tree"));
+        write_run(&spec, &src).expect("synth");
+        let lake = Lake::local(&tmp.path().join(name)).expect("lake");
+        import(&src, &lake, &Default::default(), &NoProgress).await.expect("import");
+        lakes.push(lake);
+    }
+    let (target, golden) = (&lakes[0], &lakes[1]);
+    let (t_units, g_units) = (target.units().await.expect("units"), golden.units().await.expect("units"));
+    assert_eq!(t_units.len(), 12, "2 steps x 3 stages x 2 ranks");
+    let csv = |table: &UnitComparison| {
+        let mut out = Vec::new();
+        table.write_csv(&mut out).expect("csv");
+        out
+    };
+    let comparison = Comparison::new(target.clone(), golden.clone(), CompareOptions::default());
+    for (t, g) in t_units.iter().zip(&g_units) {
+        assert_eq!(t.unit, g.unit);
+        let reused = comparison.unit(t, g).await.expect("compare");
+        let own = compare_unit(target, t, golden, g, &CompareOptions::default()).await.expect("compare");
+        assert!(reused.rows.len() > 10, "{}: {} rows", t.unit, reused.rows.len());
+        assert_eq!(csv(&reused), csv(&own), "{}", t.unit);
+    }
+    let planned = comparison.pairs_planned();
+    assert!((1..t_units.len()).contains(&planned), "{planned} of {} pairs planned", t_units.len());
+}

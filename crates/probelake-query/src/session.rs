@@ -13,6 +13,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{DataFrame, SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
@@ -73,6 +74,11 @@ pub struct RunSession {
     allow_write: bool,
 }
 
+/// The object store URL the `i`th run of a session is registered under (its scans name it).
+pub(crate) fn run_store_url(i: usize) -> Result<ObjectStoreUrl> {
+    Ok(ObjectStoreUrl::parse(format!("probelake://run{i}"))?)
+}
+
 /// Checks that `name` can be an unquoted SQL schema name.
 pub fn check_run_name(name: &str) -> Result<()> {
     let mut chars = name.chars();
@@ -116,7 +122,7 @@ impl RunSession {
             if summaries.iter().any(|s: &RunSummary| s.name == run.name) {
                 return Err(QueryError::RunName { name: run.name.clone(), message: "given twice".into() });
             }
-            let url = ObjectStoreUrl::parse(format!("probelake://run{i}"))?;
+            let url = run_store_url(i)?;
             ctx.register_object_store(url.as_ref(), Arc::clone(run.lake.store()));
             let units = match &run.units {
                 Some(units) => units.clone(),
@@ -197,6 +203,15 @@ impl RunSession {
             last = Some(self.ctx.execute_logical_plan(plan).await?);
         }
         Ok(last)
+    }
+
+    /// The physical plan of `sql`, one query, for changing before it runs (`None` for no
+    /// statement; of several, the last).
+    pub(crate) async fn physical_plan(&self, sql: &str) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        match self.plan(sql).await?.pop() {
+            Some(plan) => Ok(Some(self.ctx.state().create_physical_plan(&plan).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Runs `sql` and collects the last statement's rows.

@@ -102,6 +102,24 @@ impl LakeTable {
         self.files.len()
     }
 
+    /// The files that pass `partition_filters`, in `n` contiguous groups (none when no file
+    /// passes) with their statistics, and the statistics of them all: what [`TableProvider::scan`]
+    /// reads.
+    pub(crate) fn file_groups(&self, partition_filters: &[Expr], n: usize) -> Result<(Vec<FileGroup>, Statistics)> {
+        let partition_schema = DFSchema::try_from(Schema::new(self.partition_fields.clone()))?;
+        let mut kept = Vec::with_capacity(self.files.len());
+        for CommittedFile { file, rows } in &self.files {
+            if let Some(f) = filter_partitioned_file(file.clone(), partition_filters, &partition_schema)? {
+                let stats = file_statistics(&self.file_schema, self.partition_fields.len(), *rows, f.object_meta.size);
+                kept.push(f.with_statistics(Arc::new(stats)));
+            }
+        }
+        if kept.is_empty() {
+            return Ok((Vec::new(), Statistics::new_unknown(&self.schema)));
+        }
+        compute_all_files_statistics(contiguous_groups(kept, n), Arc::clone(&self.schema), true, false)
+    }
+
     fn partition_names(&self) -> Vec<&str> {
         self.partition_fields.iter().map(|f| f.name().as_str()).collect()
     }
@@ -220,23 +238,14 @@ impl TableProvider for LakeTable {
         let names = self.partition_names();
         let (partition_filters, _): (Vec<Expr>, Vec<Expr>) =
             filters.iter().cloned().partition(|f| expr_applicable_for_cols(&names, f));
-        let partition_schema = DFSchema::try_from(Schema::new(self.partition_fields.clone()))?;
-        let mut kept = Vec::with_capacity(self.files.len());
-        for CommittedFile { file, rows } in &self.files {
-            if let Some(f) = filter_partitioned_file(file.clone(), &partition_filters, &partition_schema)? {
-                let stats = file_statistics(&self.file_schema, self.partition_fields.len(), *rows, f.object_meta.size);
-                kept.push(f.with_statistics(Arc::new(stats)));
-            }
-        }
-        if kept.is_empty() {
+        let (groups, statistics) = self.file_groups(&partition_filters, state.config().target_partitions())?;
+        if groups.is_empty() {
             let projected = match projection {
                 Some(p) => Arc::new(self.schema.project(p)?),
                 None => Arc::clone(&self.schema),
             };
             return Ok(Arc::new(EmptyExec::new(projected)));
         }
-        let groups = contiguous_groups(kept, state.config().target_partitions());
-        let (groups, statistics) = compute_all_files_statistics(groups, Arc::clone(&self.schema), true, false)?;
         // The session's `datafusion.execution.parquet.*` settings (SET in SQL) apply here too.
         let format = ParquetFormat::default().with_options(state.default_table_options().parquet);
         let table_schema = TableSchema::builder(Arc::clone(&self.file_schema))

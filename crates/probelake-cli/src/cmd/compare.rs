@@ -3,13 +3,14 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use probelake_format::layout::encode_partition_value;
 use probelake_format::msprobe::{import, ImportOptions, NoProgress, Progress as _};
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
-use probelake_query::compare::{compare_unit, CompareMode, CompareOptions, UnitComparison};
+use probelake_query::compare::{CompareMode, CompareOptions, Comparison, UnitComparison};
 
 use super::Context;
 use crate::progress::Bar;
@@ -190,7 +191,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     // are only needed to keep several steps or stages apart.
     let nested =
         pairs.iter().any(|(t, _)| (t.unit.step, &t.unit.stage) != (pairs[0].0.unit.step, &pairs[0].0.unit.stage));
-    let opts = CompareOptions { mode };
+    let comparison = Arc::new(Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }));
     let mut sink = Sink::new(&args, nested, from_file, timestamp());
     // Counted in the target's dump.json bytes, as import and export count.
     let bar = Bar::new("comparing", ctx.quiet);
@@ -203,9 +204,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         loop {
             while in_flight.len() < UNITS_IN_FLIGHT {
                 let Some(&(t, g)) = queue.next() else { break };
-                let (t_lake, g_lake) = (target.lake.clone(), golden.lake.clone());
-                let (unit_t, unit_g, opts) = (t.clone(), g.clone(), opts.clone());
-                let task = async move { compare_unit(&t_lake, &unit_t, &g_lake, &unit_g, &opts).await };
+                let (comparison, unit_t, unit_g) = (Arc::clone(&comparison), t.clone(), g.clone());
+                let task = async move { comparison.unit(&unit_t, &unit_g).await };
                 in_flight.push_back((t, g, tokio::spawn(task)));
             }
             let Some((t, g, task)) = in_flight.pop_front() else { break };

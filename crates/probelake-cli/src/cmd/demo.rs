@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use probelake_format::msprobe::{import, ImportOptions};
 use probelake_format::synth::{write_run, SynthSpec};
-use probelake_query::compare::{compare_unit, CompareOptions};
+use probelake_query::compare::{CompareOptions, Comparison};
 
 use super::import::human_bytes;
 
@@ -98,8 +98,9 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         "  {:>4} {:<24} {:>4} {:>6} {:>6} {:>8} {:>6}",
         "step", "stage", "rank", "rows", "pass", "warning", "error"
     );
+    let comparison = Comparison::new(t_lake.clone(), g_lake.clone(), CompareOptions::default());
     for (t, g) in pairs {
-        let result = compare_unit(&t_lake, t, &g_lake, g, &CompareOptions::default()).await?;
+        let result = comparison.unit(t, g).await?;
         let col = result.header.iter().position(|h| h == "Result");
         let count =
             |what: &str| result.rows.iter().filter(|r| col.and_then(|c| r.get(c)).is_some_and(|v| v == what)).count();

@@ -21,6 +21,7 @@ mod leaf_side;
 mod load;
 mod md5;
 mod plan;
+mod prepared;
 mod pyfmt;
 pub(crate) mod rows;
 mod rules;
@@ -43,6 +44,7 @@ pub use self::plan::compare_sql;
 
 use self::build::{build_rows, header, FilePair};
 use self::load::{read_files, read_tensors, DumpFile, FileKey, Stacks};
+use self::prepared::{PairFiles, PreparedPlans};
 
 /// Which table msprobe writes (§2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,22 +159,15 @@ async fn read_contexts(
 
 /// Compares one unit of `target` (NPU side) with the same unit of `golden` (bench side).
 ///
-/// A unit can hold several dump files (inner steps, processes); they are paired by position
-/// in (inner_step, pid) order, as msprobe pairs rank folders, and their rows concatenated.
+/// For one pair; to compare many pairs of two datasets, a [`Comparison`] plans them faster.
 /// `t` and `g` are committed units of the two datasets (from [`Lake::units`]).
-///
-/// The plan runs in a session over these two units and nothing else: a session over the whole
-/// datasets made every scan weigh every file of the dataset, so a unit's cost grew with the
-/// dataset (0.12 s a unit pair at 100 MB, 0.22 s at 1 GB). Units may be compared at once, from
-/// several tasks.
 ///
 /// ```no_run
 /// # async fn demo(target: probelake_format::Lake, golden: probelake_format::Lake) -> Result<(), Box<dyn std::error::Error>> {
 /// use probelake_query::compare::{compare_unit, CompareOptions};
 ///
-/// for (t, g) in target.units().await?.iter().zip(&golden.units().await?) {
-///     compare_unit(&target, t, &golden, g, &CompareOptions::default()).await?.write_csv(&mut std::io::stdout())?;
-/// }
+/// let (t, g) = (&target.units().await?[0], &golden.units().await?[0]);
+/// compare_unit(&target, t, &golden, g, &CompareOptions::default()).await?.write_csv(&mut std::io::stdout())?;
 /// # Ok(()) }
 /// ```
 pub async fn compare_unit(
@@ -182,60 +177,114 @@ pub async fn compare_unit(
     g: &CommitRecord,
     opts: &CompareOptions,
 ) -> Result<UnitComparison, CompareError> {
-    let started = std::time::Instant::now();
-    let runs = vec![
-        Run::new("target", target.clone()).with_units(vec![t.clone()]),
-        Run::new("golden", golden.clone()).with_units(vec![g.clone()]),
-    ];
-    // The dump files' context (tasks, stacks) does not depend on the plan: it is read beside it.
-    let context = SpawnedTask::spawn(read_contexts(target.clone(), t.clone(), golden.clone(), g.clone()));
-    let session = RunSession::open(runs, false).await?;
-    let plan = plan::run_in(&session, &t.unit, &g.unit).await?;
-    let planned = started.elapsed();
-    let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
-    if tfiles.is_empty() {
-        return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
+    Comparison::new(target.clone(), golden.clone(), opts.clone()).unit(t, g).await
+}
+
+/// The comparison of two datasets, unit pair by unit pair.
+///
+/// A unit can hold several dump files (inner steps, processes); they are paired by position
+/// in (inner_step, pid) order, as msprobe pairs rank folders, and their rows concatenated.
+///
+/// Each pair's plan runs in a session over that pair and nothing else: a session over the
+/// whole datasets made every scan weigh every file, so a unit's cost grew with the dataset
+/// (0.12 s a unit pair at 100 MB, 0.22 s at 1 GB). Plans are made once per shape of pair and
+/// reused for the pairs that follow (`prepared.rs`). Pairs may be compared at once, from
+/// several tasks sharing one `Comparison`.
+///
+/// ```no_run
+/// # async fn demo(target: probelake_format::Lake, golden: probelake_format::Lake) -> Result<(), Box<dyn std::error::Error>> {
+/// use probelake_query::compare::{CompareOptions, Comparison};
+///
+/// let (t_units, g_units) = (target.units().await?, golden.units().await?);
+/// let comparison = Comparison::new(target, golden, CompareOptions::default());
+/// for (t, g) in t_units.iter().zip(&g_units) {
+///     comparison.unit(t, g).await?.write_csv(&mut std::io::stdout())?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Comparison {
+    target: Lake,
+    golden: Lake,
+    opts: CompareOptions,
+    plans: PreparedPlans,
+}
+
+impl Comparison {
+    /// The comparison of `target` (NPU side) with `golden` (bench side).
+    pub fn new(target: Lake, golden: Lake, opts: CompareOptions) -> Self {
+        Comparison { target, golden, opts, plans: PreparedPlans::default() }
     }
-    if gfiles.is_empty() {
-        return Err(CompareError::NoData { side: "golden", unit: unit_text(&g.unit) });
+
+    /// How many unit pairs so far needed plans of their own (pairs of one shape share them).
+    pub fn pairs_planned(&self) -> usize {
+        self.plans.planned()
     }
-    if tfiles.len() != gfiles.len() {
-        return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
-    }
-    let [tcontext, gcontext] =
-        context.join_unwind().await.map_err(|e| QueryError::from(DataFusionError::ExecutionJoin(Box::new(e))))??;
-    // The first pair's mode holds for the unit; every pair must agree with itself.
-    let mut mode = opts.mode;
-    for (tfile, gfile) in tfiles.iter().zip(gfiles) {
-        let tm = side_mode(tcontext.get(&tfile.key), tfile.has_md5)?;
-        let gm = side_mode(gcontext.get(&gfile.key), gfile.has_md5)?;
-        if tm != gm {
-            return Err(CompareError::ModeMismatch { target: format!("{tm:?}"), golden: format!("{gm:?}") });
+
+    /// Compares unit `t` of the target with unit `g` of the golden run: committed units of the
+    /// two datasets (from [`Lake::units`]).
+    pub async fn unit(&self, t: &CommitRecord, g: &CommitRecord) -> Result<UnitComparison, CompareError> {
+        let (target, golden, opts) = (&self.target, &self.golden, &self.opts);
+        let started = std::time::Instant::now();
+        let runs = vec![
+            Run::new("target", target.clone()).with_units(vec![t.clone()]),
+            Run::new("golden", golden.clone()).with_units(vec![g.clone()]),
+        ];
+        // The dump files' context (tasks, stacks) does not depend on the plan: it is read beside it.
+        let context = SpawnedTask::spawn(read_contexts(target.clone(), t.clone(), golden.clone(), g.clone()));
+        let session = RunSession::open(runs, false).await?;
+        // Kept plans run again for other pairs, and DataFusion cannot reset a dynamic filter.
+        session.context().state_ref().write().config_mut().options_mut().optimizer.enable_dynamic_filter_pushdown =
+            false;
+        let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
+        let plan = plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
+        let planned = started.elapsed();
+        let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
+        if tfiles.is_empty() {
+            return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
         }
-        mode.get_or_insert(tm);
+        if gfiles.is_empty() {
+            return Err(CompareError::NoData { side: "golden", unit: unit_text(&g.unit) });
+        }
+        if tfiles.len() != gfiles.len() {
+            return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
+        }
+        let [tcontext, gcontext] = context
+            .join_unwind()
+            .await
+            .map_err(|e| QueryError::from(DataFusionError::ExecutionJoin(Box::new(e))))??;
+        // The first pair's mode holds for the unit; every pair must agree with itself.
+        let mut mode = opts.mode;
+        for (tfile, gfile) in tfiles.iter().zip(gfiles) {
+            let tm = side_mode(tcontext.get(&tfile.key), tfile.has_md5)?;
+            let gm = side_mode(gcontext.get(&gfile.key), gfile.has_md5)?;
+            if tm != gm {
+                return Err(CompareError::ModeMismatch { target: format!("{tm:?}"), golden: format!("{gm:?}") });
+            }
+            mode.get_or_insert(tm);
+        }
+        let mode = mode.unwrap_or(CompareMode::Statistics);
+        let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
+        let header = header(mode, stack);
+        let mut rows = Rows::new(header.len());
+        let (no_rows, empty) = (Vec::new(), DumpFile::default());
+        for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
+            let (ttensors, gtensors) = if mode == CompareMode::Tensor {
+                (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
+            } else {
+                Default::default()
+            };
+            let pair = FilePair {
+                mode,
+                stack,
+                npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
+                matched: plan.rows.get(&file_no).unwrap_or(&no_rows),
+                ttensors: &ttensors,
+                gtensors: &gtensors,
+            };
+            build_rows(&pair, &mut rows);
+        }
+        let target_files = tfiles.iter().map(|f| f.key).collect();
+        tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, total = ?started.elapsed(), "compared");
+        Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
     }
-    let mode = mode.unwrap_or(CompareMode::Statistics);
-    let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
-    let header = header(mode, stack);
-    let mut rows = Rows::new(header.len());
-    let (no_rows, empty) = (Vec::new(), DumpFile::default());
-    for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
-        let (ttensors, gtensors) = if mode == CompareMode::Tensor {
-            (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
-        } else {
-            Default::default()
-        };
-        let pair = FilePair {
-            mode,
-            stack,
-            npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
-            matched: plan.rows.get(&file_no).unwrap_or(&no_rows),
-            ttensors: &ttensors,
-            gtensors: &gtensors,
-        };
-        build_rows(&pair, &mut rows);
-    }
-    let target_files = tfiles.iter().map(|f| f.key).collect();
-    tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, total = ?started.elapsed(), "compared");
-    Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
 }

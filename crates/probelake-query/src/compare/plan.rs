@@ -4,18 +4,22 @@
 //! comes out as its typed `dump` columns, which `leaf_side` reads the cells from.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::physical_plan::collect;
 use probelake_format::Unit;
 
 use super::leaf_side::{side_of_leaf, LeafArrays, LEAF_COLUMNS};
 use super::load::FileKey;
+use super::prepared::{PairFiles, PreparedPlans};
 use super::rows::Side;
 use super::threads::{cores, map_scoped};
 use super::CompareError;
 use crate::session::RunSession;
+use crate::QueryError;
 
 /// `step = … AND stage = '…' AND rank = …` for a table alias.
 fn unit_filter(alias: &str, unit: &Unit) -> String {
@@ -180,13 +184,24 @@ fn opt_str(a: &ArrayRef, i: usize) -> Option<&str> {
     a.is_valid(i).then(|| a.value(i))
 }
 
-/// Runs the comparison plan in a session where the two runs are named `target` and `golden`.
-pub(crate) async fn run_in(session: &RunSession, t: &Unit, g: &Unit) -> Result<PlanOutput, CompareError> {
+/// Runs the comparison plan in a session where the two runs are named `target` and `golden`,
+/// each holding the one unit of the pair whose scans are `files`.
+pub(crate) async fn run_in(
+    session: &RunSession,
+    files: &PairFiles,
+    prepared: &PreparedPlans,
+    t: &Unit,
+    g: &Unit,
+) -> Result<PlanOutput, CompareError> {
+    let started = std::time::Instant::now();
+    let plans = prepared.plans(session, files, &[&files_sql(t, g), &compare_sql(t, g)]).await?;
+    let [files_plan, compare_plan] =
+        <[_; 2]>::try_from(plans).map_err(|_| CompareError::Schema("the comparison has two plans".into()))?;
     // The file list is a small plan of its own; it runs beside the join, on the cores the
     // join's single-threaded stages leave idle.
-    let (files_sql, compare_sql) = (files_sql(t, g), compare_sql(t, g));
-    let started = std::time::Instant::now();
-    let (files, batches) = futures::try_join!(session.collect(&files_sql), session.collect(&compare_sql))?;
+    let task = session.context().task_ctx();
+    let run = |plan| async { collect(plan, Arc::clone(&task)).await.map_err(QueryError::from) };
+    let (files, batches) = futures::try_join!(run(files_plan), run(compare_plan))?;
     tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans ran");
     let mut out = PlanOutput::default();
     for batch in files {

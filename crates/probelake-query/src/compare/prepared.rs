@@ -1,0 +1,184 @@
+//! A comparison's physical plans, planned once per shape of unit pair and pointed at the files
+//! of every later pair of that shape.
+//!
+//! Planning a unit pair costs about 30 ms of CPU whatever its size: two statements parsed,
+//! optimised and planned. With many small units that was a third of a comparison's CPU time.
+//! In a pair's session the unit filters of the SQL become file pruning inside the scans, so the
+//! plans of two pairs differ only in the files their scans read. The first pair of each shape
+//! (how many file groups each scan reads) is planned from SQL; every later pair of that shape
+//! takes those plans with each scan's file groups replaced by its own.
+//!
+//! A plan is only kept when each of its scans reads exactly the file groups [`PairFiles`]
+//! computes for its table (none split into byte ranges, none left out), so that replacing them
+//! gives the plan the pair's own SQL would have planned, up to choices made from statistics
+//! (join sides, partition counts), which change speed and not results.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::physical_plan::execution_plan::reset_plan_states;
+use datafusion::physical_plan::ExecutionPlan;
+use probelake_format::schema::schema_of;
+use probelake_format::{CommitRecord, Lake, Table};
+
+use super::CompareError;
+use crate::session::{run_store_url, RunSession};
+use crate::table::LakeTable;
+use crate::QueryError;
+
+/// The tables a comparison's plans scan.
+const SCANNED: [Table; 2] = [Table::Dump, Table::Source];
+
+/// The file groups each scan of one unit pair's plans reads.
+pub(crate) struct PairFiles {
+    scans: Vec<Scan>,
+}
+
+struct Scan {
+    store: ObjectStoreUrl,
+    table: Table,
+    groups: Vec<FileGroup>,
+}
+
+impl PairFiles {
+    /// The files of `runs` (the target's unit, then the golden's), grouped as a session of
+    /// `target_partitions` groups them.
+    pub(crate) fn new(runs: [(&Lake, &CommitRecord); 2], target_partitions: usize) -> Result<Self, CompareError> {
+        let mut scans = Vec::with_capacity(runs.len() * SCANNED.len());
+        for (i, (lake, record)) in runs.into_iter().enumerate() {
+            let store = run_store_url(i)?;
+            for table in SCANNED {
+                let provider = LakeTable::new(lake, store.clone(), table, std::slice::from_ref(record));
+                let (groups, _) = provider.file_groups(&[], target_partitions).map_err(QueryError::from)?;
+                scans.push(Scan { store: store.clone(), table, groups });
+            }
+        }
+        Ok(PairFiles { scans })
+    }
+
+    fn shape(&self) -> Shape {
+        self.scans.iter().map(|s| s.groups.len()).collect()
+    }
+
+    /// The groups of the scan `config` stands for: its run by store, its table by file schema.
+    fn scan_of(&self, config: &FileScanConfig) -> Option<&Scan> {
+        let fields = config.file_schema().fields();
+        self.scans.iter().find(|s| s.store == config.object_store_url && schema_of(s.table).fields() == fields)
+    }
+}
+
+/// How many file groups each scan of a pair's plans reads, in [`PairFiles`] order.
+type Shape = Vec<usize>;
+
+/// The plans made so far, by pair shape.
+#[derive(Default)]
+pub(crate) struct PreparedPlans {
+    by_shape: Mutex<HashMap<Shape, Vec<Arc<dyn ExecutionPlan>>>>,
+    planned: AtomicUsize,
+}
+
+impl PreparedPlans {
+    /// The physical plans of `sqls` for the pair whose files are `files`, in `session` (a
+    /// session over that pair alone): re-bound from a kept plan of the same shape, or planned.
+    pub(crate) async fn plans(
+        &self,
+        session: &RunSession,
+        files: &PairFiles,
+        sqls: &[&str],
+    ) -> Result<Vec<Arc<dyn ExecutionPlan>>, CompareError> {
+        let shape = files.shape();
+        let kept = self.by_shape.lock().ok().and_then(|by_shape| by_shape.get(&shape).cloned());
+        if let Some(kept) = kept {
+            let rebound: Option<Vec<_>> = kept.iter().map(|plan| rebind(plan, files)).collect::<Result<_, _>>()?;
+            if let Some(plans) = rebound {
+                return Ok(plans);
+            }
+        }
+        let mut plans = Vec::with_capacity(sqls.len());
+        for sql in sqls {
+            let plan = session.physical_plan(sql).await?;
+            plans.push(plan.ok_or_else(|| CompareError::Schema(format!("no statement in {sql}")))?);
+        }
+        self.planned.fetch_add(1, Ordering::Relaxed);
+        if plans.iter().all(|plan| reads_exactly(plan, files)) {
+            // Kept unexecuted: a plan that ran holds its state (a join's build side) until reset.
+            let fresh = plans.iter().map(|p| reset_plan_states(Arc::clone(p))).collect::<Result<Vec<_>, _>>();
+            if let (Ok(fresh), Ok(mut by_shape)) = (fresh, self.by_shape.lock()) {
+                by_shape.entry(shape).or_insert(fresh);
+            }
+        }
+        Ok(plans)
+    }
+
+    /// How many pairs were planned from SQL (the others re-bound a kept plan).
+    pub(crate) fn planned(&self) -> usize {
+        self.planned.load(Ordering::Relaxed)
+    }
+}
+
+fn file_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<&FileScanConfig> {
+    plan.downcast_ref::<DataSourceExec>()?.data_source().downcast_ref::<FileScanConfig>()
+}
+
+/// `plan` with every scan reading `files`' groups for its table; `None` when a scan does not
+/// fit them (another table, or another number of groups).
+fn rebind(plan: &Arc<dyn ExecutionPlan>, files: &PairFiles) -> Result<Option<Arc<dyn ExecutionPlan>>, CompareError> {
+    let mut fits = true;
+    let rebound = Arc::clone(plan)
+        .transform_up(|node| {
+            let Some(config) = file_scan(&node) else { return Ok(Transformed::no(node)) };
+            match files.scan_of(config) {
+                Some(scan) if scan.groups.len() == config.file_groups.len() => {
+                    let mut config = config.clone();
+                    config.file_groups = scan.groups.clone();
+                    Ok(Transformed::yes(DataSourceExec::from_data_source(config) as Arc<dyn ExecutionPlan>))
+                }
+                _ => {
+                    fits = false;
+                    Ok(Transformed::new(node, false, TreeNodeRecursion::Stop))
+                }
+            }
+        })
+        .map_err(QueryError::from)?
+        .data;
+    // Every operator anew: one that ran keeps state (a join's build side, a sort's buffers).
+    Ok(if fits { Some(reset_plan_states(rebound).map_err(QueryError::from)?) } else { None })
+}
+
+/// Whether the scans of `plan` read exactly `files`: each scan the groups computed for its
+/// table, file for file and whole, and every table with files scanned.
+fn reads_exactly(plan: &Arc<dyn ExecutionPlan>, files: &PairFiles) -> bool {
+    let mut exact = true;
+    let mut scanned = HashSet::new();
+    let walked = plan.apply(|node| {
+        if let Some(config) = file_scan(node) {
+            let same = files.scan_of(config).is_some_and(|scan| {
+                scanned.insert((scan.store.as_str().to_owned(), scan.table));
+                same_files(&scan.groups, &config.file_groups)
+            });
+            if !same {
+                exact = false;
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    let all_scanned =
+        files.scans.iter().all(|s| s.groups.is_empty() || scanned.contains(&(s.store.as_str().to_owned(), s.table)));
+    walked.is_ok() && exact && all_scanned
+}
+
+fn same_files(a: &[FileGroup], b: &[FileGroup]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            a.len() == b.len()
+                && a.iter().zip(b.iter()).all(|(a, b)| {
+                    a.range.is_none() && b.range.is_none() && a.object_meta.location == b.object_meta.location
+                })
+        })
+}
