@@ -106,3 +106,45 @@ pub(super) fn list_range(offsets: &[i32], i: usize) -> Option<Range<usize>> {
     let (&start, &end) = offsets.get(i).zip(offsets.get(i + 1))?;
     Some(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{ListBuilder, StringDictionaryBuilder};
+
+    use super::*;
+
+    #[test]
+    fn dictionary_rows_with_equal_identities_hold_equal_frames() {
+        let mut builder = ListBuilder::new(StringDictionaryBuilder::<Int32Type>::new());
+        let lists: [&[&str]; 4] = [&["f", "g"], &["h"], &["f", "g"], &[]];
+        for frames in lists {
+            frames.iter().for_each(|f| builder.values().append_value(f));
+            builder.append(true);
+        }
+        builder.append(false);
+        let frames = builder.finish();
+        let frames = StackFrames::new(&frames).expect("a list of dictionary strings");
+        for (i, want) in lists.iter().enumerate() {
+            assert_eq!(frames.row(i).expect("in range"), *want);
+        }
+        assert_eq!(frames.identity(0), frames.identity(2));
+        assert_ne!(frames.identity(0), frames.identity(1));
+        assert_eq!(frames.identity(3), Some(&[][..]));
+        assert_eq!((frames.row(4).expect("null row"), frames.identity(4)), (vec![], Some(&[][..])));
+        assert_eq!((frames.row(5), frames.identity(5)), (None, None));
+    }
+
+    #[test]
+    fn plain_frames_have_no_identity() {
+        let mut builder = ListBuilder::new(arrow::array::StringBuilder::new());
+        builder.values().append_value("f");
+        builder.values().append_null();
+        builder.append(true);
+        let frames = builder.finish();
+        let frames = StackFrames::new(&frames).expect("a list of strings");
+        assert_eq!(frames.row(0).expect("in range"), ["f", ""]);
+        assert_eq!(frames.identity(0), None);
+        let not_a_list = arrow::array::Int32Array::from(vec![1]);
+        assert!(StackFrames::new(&not_a_list).is_none());
+    }
+}
