@@ -202,6 +202,7 @@ pub async fn compare_unit(
 /// }
 /// # Ok(()) }
 /// ```
+#[derive(Debug)]
 pub struct Comparison {
     target: Lake,
     golden: Lake,

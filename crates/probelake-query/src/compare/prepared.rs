@@ -76,7 +76,7 @@ impl PairFiles {
 type Shape = Vec<usize>;
 
 /// The plans made so far, by pair shape.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct PreparedPlans {
     by_shape: Mutex<HashMap<Shape, Vec<Arc<dyn ExecutionPlan>>>>,
     planned: AtomicUsize,
