@@ -80,7 +80,7 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
     WHERE {d} AND msprobe_compare_state(d.name, d.section) IS NOT NULL
 ),
 {p}_ranked AS (
-    SELECT *, CAST(dense_rank() OVER (PARTITION BY file_no, backward_group ORDER BY seq) - 1 AS BIGINT)
+    SELECT *, CAST(dense_rank() OVER (PARTITION BY file_no, backward_group, {SPREAD} ORDER BY seq) - 1 AS BIGINT)
               AS backward_order
     FROM {p}_leaves
 ),
@@ -91,6 +91,12 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
 )"
     )
 }
+
+/// A third window partition key for the rows outside any backward group. Their rank is unused
+/// (their key is their item), and as one NULL partition they were all hashed to one core, which
+/// then sorted and ranked most of a side alone; spread over 64 buckets they share the cores.
+/// Backward rows get NULL here, so their groups are as before.
+const SPREAD: &str = "CASE WHEN backward_group IS NULL THEN seq % 64 END";
 
 const TORCH_FLOATS: &str = "('torch.float16', 'torch.float32', 'torch.float64', 'torch.bfloat16')";
 const MS_FLOATS: &str = "('Float16', 'Float32', 'Float64', 'BFloat16')";
