@@ -85,6 +85,8 @@ pub(crate) struct PreparedPlans {
 impl PreparedPlans {
     /// The physical plans of `sqls` for the pair whose files are `files`, in `session` (a
     /// session over that pair alone): re-bound from a kept plan of the same shape, or planned.
+    /// Plans are kept by shape alone, so `sqls` must be the same statements for every pair but
+    /// for their unit filters, as a [`Comparison`](super::Comparison)'s are.
     pub(crate) async fn plans(
         &self,
         session: &RunSession,
