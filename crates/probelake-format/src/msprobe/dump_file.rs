@@ -101,7 +101,7 @@ fn schema_error(offset: usize, path: String, message: impl Into<String>) -> Code
 /// The longest entry name (a key of `data`) taken.
 pub const MAX_ENTRY_NAME_BYTES: usize = 64 * 1024;
 
-/// Takes a dump.json / debug.json apart. `doc` must come from [`parse`] of the file's bytes.
+/// Takes a dump.json / debug.json apart. `doc` must come from [`parse`](crate::json::parse) of the file's bytes.
 pub fn take_apart<'a>(doc: &'a Node<'a>, kind: DumpKind, layout: Layout) -> Result<ParsedDump<'a>, CodecError> {
     take_apart_source(doc, &[], kind, layout)
 }

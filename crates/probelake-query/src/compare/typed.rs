@@ -5,7 +5,7 @@
 //! rest with types: statistics and metrics are float64 (`Nan`/`inf` stay NaN/±inf, `True`/`False`
 //! of boolean tensors are 1.0/0.0, a percentage such as `0.0042%` is the number of percent
 //! `0.0042`, and tokens like `N/A`, `None`, `unsupported` or `Diff` are null), shapes are
-//! list<int64>, requires_grad columns boolean, and `N/A` in text columns is null. The unit comes
+//! `list<int64>`, requires_grad columns boolean, and `N/A` in text columns is null. The unit comes
 //! first as `step` (int64), `stage` and `rank` (int64), so a folder of results reads as one table.
 
 use std::sync::Arc;
