@@ -3,7 +3,7 @@
 //! msprobe precision dumps as hive-partitioned Parquet, with a byte-exact export.
 //!
 //! This crate is a facade: it re-exports the library crates so one dependency brings them all.
-//! - [`format`]: the dataset format, the commit protocol and the msprobe codec;
+//! - [`format`](mod@format): the dataset format, the commit protocol and the msprobe codec;
 //! - [`writer`]: the asynchronous writer that records tensors into a dataset as msprobe would;
 //! - [`query`]: SQL over runs with DataFusion, msprobe's metrics as functions, compare;
 //! - [`plot`]: charts of runs (trends across steps, divergence heatmaps) as SVG and PNG;
