@@ -154,7 +154,10 @@ async fn read_contexts(
     golden: Lake,
     g: CommitRecord,
 ) -> Result<[BTreeMap<FileKey, DumpFile>; 2], CompareError> {
-    Ok([read_files(&target, &t, Stacks::Cells).await?, read_files(&golden, &g, Stacks::Skip).await?])
+    let started = std::time::Instant::now();
+    let read = [read_files(&target, &t, Stacks::Cells).await?, read_files(&golden, &g, Stacks::Skip).await?];
+    tracing::debug!(unit = %t.unit, elapsed = ?started.elapsed(), "compare context read");
+    Ok(read)
 }
 
 /// Compares one unit of `target` (NPU side) with the same unit of `golden` (bench side).
@@ -253,6 +256,7 @@ impl Comparison {
             .join_unwind()
             .await
             .map_err(|e| QueryError::from(DataFusionError::ExecutionJoin(Box::new(e))))??;
+        let with_context = started.elapsed();
         // The first pair's mode holds for the unit; every pair must agree with itself.
         let mut mode = opts.mode;
         for (tfile, gfile) in tfiles.iter().zip(gfiles) {
@@ -285,7 +289,7 @@ impl Comparison {
             build_rows(&pair, &mut rows);
         }
         let target_files = tfiles.iter().map(|f| f.key).collect();
-        tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, total = ?started.elapsed(), "compared");
+        tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, ?with_context, total = ?started.elapsed(), "compared");
         Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
     }
 }
