@@ -13,7 +13,7 @@
 //! gives the plan the pair's own SQL would have planned, up to choices made from statistics
 //! (join sides, partition counts), which change speed and not results.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -65,10 +65,15 @@ impl PairFiles {
         self.scans.iter().map(|s| s.groups.len()).collect()
     }
 
-    /// The groups of the scan `config` stands for: its run by store, its table by file schema.
-    fn scan_of(&self, config: &FileScanConfig) -> Option<&Scan> {
+    /// Which of the pair's scans `config` stands for: its run by store, its table by file schema.
+    fn position_of(&self, config: &FileScanConfig) -> Option<usize> {
         let fields = config.file_schema().fields();
-        self.scans.iter().find(|s| s.store == config.object_store_url && schema_of(s.table).fields() == fields)
+        self.scans.iter().position(|s| s.store == config.object_store_url && schema_of(s.table).fields() == fields)
+    }
+
+    /// The groups of the scan `config` stands for.
+    fn scan_of(&self, config: &FileScanConfig) -> Option<&Scan> {
+        self.scans.get(self.position_of(config)?)
     }
 }
 
@@ -156,12 +161,12 @@ fn rebind(plan: &Arc<dyn ExecutionPlan>, files: &PairFiles) -> Result<Option<Arc
 /// table, file for file and whole, and every table with files scanned.
 fn reads_exactly(plan: &Arc<dyn ExecutionPlan>, files: &PairFiles) -> bool {
     let mut exact = true;
-    let mut scanned = HashSet::new();
+    let mut scanned = vec![false; files.scans.len()];
     let walked = plan.apply(|node| {
         if let Some(config) = file_scan(node) {
-            let same = files.scan_of(config).is_some_and(|scan| {
-                scanned.insert((scan.store.as_str().to_owned(), scan.table));
-                same_files(&scan.groups, &config.file_groups)
+            let same = files.position_of(config).is_some_and(|k| {
+                scanned[k] = true;
+                same_files(&files.scans[k].groups, &config.file_groups)
             });
             if !same {
                 exact = false;
@@ -170,8 +175,7 @@ fn reads_exactly(plan: &Arc<dyn ExecutionPlan>, files: &PairFiles) -> bool {
         }
         Ok(TreeNodeRecursion::Continue)
     });
-    let all_scanned =
-        files.scans.iter().all(|s| s.groups.is_empty() || scanned.contains(&(s.store.as_str().to_owned(), s.table)));
+    let all_scanned = files.scans.iter().zip(&scanned).all(|(s, &scanned)| scanned || s.groups.is_empty());
     walked.is_ok() && exact && all_scanned
 }
 
