@@ -196,12 +196,15 @@ impl LeafArrays {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::rows::dtype_of;
 
-    /// Every fast path must give what `side_of` reads from the rendered JSON.
+    /// Every fast path must give what `side_of` reads from the rendered JSON, and so must the
+    /// dtype the plan joins on (`dtype_of`).
     fn same_as_json(item: &str, name: &str, leaf: LeafColumns<'_>) {
         let fast = side_of_leaf(item, name, &leaf);
         let slow = side_of(item, name, &leaf.json());
         assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", leaf.json());
+        assert_eq!(dtype_of(item, &leaf.json()), slow.dtype, "{}", leaf.json());
     }
 
     #[test]
@@ -241,6 +244,12 @@ mod tests {
         same_as_json(item, name, LeafColumns::default());
         let raw = r#"{"type": "torch.Tensor", "dtype": "torch.int64", "shape": [2], "Max": 57, "md5": "00000000"}"#;
         same_as_json(item, name, LeafColumns { kind: Some("torch.Tensor"), raw: Some(raw), ..Default::default() });
+        let p2p = r#"{"class_type": "torch.distributed.P2POp", "tensor": {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1], "Max": 1.0, "Min": 1.0, "Mean": 1.0, "Norm": 1.0, "requires_grad": false}, "op": "isend", "peer": 1}"#;
+        same_as_json(
+            item,
+            name,
+            LeafColumns { kind: Some("torch.distributed.P2POp"), raw: Some(p2p), ..Default::default() },
+        );
         same_as_json(
             item,
             name,

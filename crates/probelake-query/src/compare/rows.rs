@@ -68,57 +68,78 @@ pub(crate) fn compare_state(name: &str, section: &str) -> Option<i32> {
     })
 }
 
-/// The group backward entries are renumbered in: the entry name without its last two segments
-/// (`op_no_number`), for backward entries only.
-pub(crate) fn backward_group(name: &str) -> Option<String> {
-    (key_direction(name)? == "backward").then(|| {
-        let segs: Vec<&str> = name.split('.').collect();
-        segs[..segs.len().saturating_sub(2)].join(".")
-    })
+/// A dump key cut before its last two segments: `Functional.relu.5.backward` gives
+/// `("Functional.relu", Some("5"), "backward")`, the prefix being msprobe's `op_no_number`
+/// (`split('.')` and slicing; a key of one segment has an empty prefix and no second segment).
+fn split_last_two(name: &str) -> (&str, Option<&str>, &str) {
+    let mut segs = name.rsplitn(3, '.');
+    let last = segs.next().unwrap_or_default();
+    let second = segs.next();
+    (segs.next().unwrap_or_default(), second, last)
 }
 
-/// The join key of a row (§5.1): its item name, where for a backward entry the call number is
-/// replaced by `order`, the entry's rank among the backward entries of its group in file order.
-/// `None` when the entry has no direction (msprobe drops it).
-pub(crate) fn compare_key(name: &str, item: &str, order: i64) -> Option<String> {
-    if key_direction(name)? != "backward" {
-        return Some(item.to_owned());
+/// The group backward entries are renumbered in: the entry name without its last two segments
+/// (`op_no_number`), for backward entries only.
+pub(crate) fn backward_group(name: &str) -> Option<&str> {
+    (key_direction(name)? == "backward").then(|| split_last_two(name).0)
+}
+
+/// Appends the join key of a row (§5.1) to `out`: its item name, where for a backward entry the
+/// call number is replaced by `order`, the entry's rank among the backward entries of its group
+/// in file order. Returns false, writing nothing, when the entry has no direction (msprobe
+/// drops it). The SQL function calls it for every leaf of both sides, so it does not allocate.
+pub(crate) fn write_compare_key(out: &mut String, name: &str, item: &str, order: i64) -> bool {
+    let Some(direction) = key_direction(name) else { return false };
+    if direction != "backward" {
+        out.push_str(item);
+        return true;
     }
-    let segs: Vec<&str> = name.split('.').collect();
-    let cut = segs.len().saturating_sub(2);
-    let op_no_number = segs[..cut].join(".");
-    let call_direction: Vec<String> =
-        segs[cut..]
-            .iter()
-            .map(|s| {
-                if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-                    order.to_string()
-                } else {
-                    (*s).to_owned()
-                }
-            })
-            .collect();
-    let new_key = if op_no_number.is_empty() {
-        call_direction.join(".")
-    } else {
-        format!("{op_no_number}.{}", call_direction.join("."))
-    };
-    let suffix = item.strip_prefix(name).unwrap_or(item);
-    Some(format!("{new_key}{suffix}"))
+    let (op_no_number, second, last) = split_last_two(name);
+    let mut sep = if op_no_number.is_empty() { "" } else { "." };
+    out.push_str(op_no_number);
+    for seg in second.into_iter().chain([last]) {
+        out.push_str(sep);
+        sep = ".";
+        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{order}");
+        } else {
+            out.push_str(seg);
+        }
+    }
+    out.push_str(item.strip_prefix(name).unwrap_or(item));
+    true
+}
+
+/// The node msprobe reads a leaf's cells from: a P2POp record is compared through its tensor.
+fn compared_node<'n, 'a>(node: Option<&'n Node<'a>>) -> Option<&'n Node<'a>> {
+    let tensor = node.and_then(|n| {
+        (n.value.get("class_type").and_then(|c| c.value.as_str()) == Some("torch.distributed.P2POp"))
+            .then(|| n.value.get("tensor"))
+            .flatten()
+    });
+    tensor.or(node)
+}
+
+/// The dtype cell alone of `side_of(item, _, leaf_json)`, without the other cells' work (the
+/// statistics, a CRC-32 of the value); the plan computes it for every leaf it joins that is not
+/// a plain tensor.
+pub(crate) fn dtype_of(item: &str, leaf_json: &str) -> Option<String> {
+    let parsed = json::parse(leaf_json.as_bytes()).ok();
+    let node = compared_node(parsed.as_ref()).filter(|n| matches!(n.value, Value::Object(_)))?;
+    Some(match node.value.get("dtype") {
+        Some(dtype) => py_str_node(dtype),
+        None => {
+            let kind = node.value.get("type").and_then(|t| t.value.as_str()).unwrap_or_default();
+            synthetic_dtype(item, kind, node.value.get("value"))
+        }
+    })
 }
 
 /// Builds one side of a row from its item name, entry name and leaf JSON (§4.2 "Leaf row fields").
 pub(crate) fn side_of(item: &str, name: &str, leaf_json: &str) -> Side {
     let parsed = json::parse(leaf_json.as_bytes()).ok();
-    let mut node: Option<&Node<'_>> = parsed.as_ref();
-    // A P2POp record is compared through its tensor.
-    if let Some(t) = node.and_then(|n| {
-        (n.value.get("class_type").and_then(|c| c.value.as_str()) == Some("torch.distributed.P2POp"))
-            .then(|| n.value.get("tensor"))
-            .flatten()
-    }) {
-        node = Some(t);
-    }
+    let node = compared_node(parsed.as_ref());
     let data_name = node.and_then(|n| n.value.get("data_name")).and_then(|d| d.value.as_str());
     let base = Side {
         name: item.to_owned(),
@@ -200,23 +221,37 @@ pub(crate) fn synthetic_fields(
     value: Option<&Node<'_>>,
     group_ranks: Option<&Node<'_>>,
 ) -> Synthetic {
-    let last_seg = item.rsplit('.').next().unwrap_or_default();
     let same4 = |v: PyVal| [v.clone(), v.clone(), v.clone(), v];
-    let (dtype, shape, stats, md5) = match kind {
-        "torch.Size" => (kind.to_owned(), value.map(py_str_node).unwrap_or_default(), same4(PyVal::None), None),
-        "slice" => (kind.to_owned(), slice_shape(value), same4(PyVal::None), None),
-        "ellipsis" => (kind.to_owned(), "[]".into(), same4(PyVal::from_node(value)), None),
-        _ if matches!(last_seg, "src" | "dst" | "group_src" | "group_dst") => {
+    let (shape, stats, md5) = match kind {
+        "torch.Size" => (value.map(py_str_node).unwrap_or_default(), same4(PyVal::None), None),
+        "slice" => (slice_shape(value), same4(PyVal::None), None),
+        "ellipsis" => ("[]".into(), same4(PyVal::from_node(value)), None),
+        _ if is_rank_item(item) => {
             let text = value.map(py_str_node).unwrap_or_else(|| "None".into());
-            (kind.to_owned(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
+            ("[]".into(), same4(PyVal::Str(text.clone())), Some(text))
         }
         "torch.ProcessGroup" => {
             let text = group_ranks.map(py_str_node).unwrap_or_else(|| "None".into());
-            (kind.to_owned(), "[]".into(), same4(PyVal::Str(text.clone())), Some(text))
+            ("[]".into(), same4(PyVal::Str(text.clone())), Some(text))
         }
-        _ => (py_type_name(value).to_owned(), "[]".into(), same4(PyVal::from_node(value)), None),
+        _ => ("[]".into(), same4(PyVal::from_node(value)), None),
     };
-    Synthetic { dtype, shape, stats, md5 }
+    Synthetic { dtype: synthetic_dtype(item, kind, value), shape, stats, md5 }
+}
+
+/// Whether a row names a peer rank (`…src`, `…dst`), which msprobe shows as text.
+fn is_rank_item(item: &str) -> bool {
+    matches!(item.rsplit('.').next().unwrap_or_default(), "src" | "dst" | "group_src" | "group_dst")
+}
+
+/// The synthetic dtype of a non-tensor leaf: its type for the kinds msprobe names, else the
+/// Python type of its value.
+fn synthetic_dtype(item: &str, kind: &str, value: Option<&Node<'_>>) -> String {
+    match kind {
+        "torch.Size" | "slice" | "ellipsis" | "torch.ProcessGroup" => kind.to_owned(),
+        _ if is_rank_item(item) => kind.to_owned(),
+        _ => py_type_name(value).to_owned(),
+    }
 }
 
 /// numpy's shape text of a slice value `[start, stop, step]`: `(3,)`.
@@ -229,12 +264,17 @@ fn slice_shape(value: Option<&Node<'_>>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{backward_group, compare_key, compare_state};
+    use super::{backward_group, compare_state, key_direction, write_compare_key};
+
+    fn compare_key(name: &str, item: &str, order: i64) -> Option<String> {
+        let mut key = String::new();
+        write_compare_key(&mut key, name, item, order).then_some(key)
+    }
 
     #[test]
     fn keys() {
         let (name, item) = ("Functional.relu.5.backward", "Functional.relu.5.backward.input.0");
-        assert_eq!(backward_group(name).as_deref(), Some("Functional.relu"));
+        assert_eq!(backward_group(name), Some("Functional.relu"));
         assert_eq!(compare_key(name, item, 0).as_deref(), Some("Functional.relu.0.backward.input.0"));
         let module = "Module.fc.Linear.backward.3";
         assert_eq!(
@@ -248,5 +288,62 @@ mod tests {
         assert_eq!(compare_key("Distributed.barrier.0", "Distributed.barrier.0.x", 0), None);
         assert_eq!(compare_state("Functional.relu.5.forward", "output"), Some(2));
         assert_eq!(compare_state("M.fc.Linear.parameters_grad.0", "weight"), Some(3));
+    }
+
+    /// msprobe's renumbering written as its Python reads: `split('.')`, slices and joins.
+    fn naive_key(name: &str, item: &str, order: i64) -> String {
+        let segs: Vec<&str> = name.split('.').collect();
+        let cut = segs.len().saturating_sub(2);
+        let op_no_number = segs[..cut].join(".");
+        let call_direction: Vec<String> = segs[cut..]
+            .iter()
+            .map(|s| {
+                if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                    order.to_string()
+                } else {
+                    (*s).to_owned()
+                }
+            })
+            .collect();
+        let new_key = if op_no_number.is_empty() {
+            call_direction.join(".")
+        } else {
+            format!("{op_no_number}.{}", call_direction.join("."))
+        };
+        format!("{new_key}{}", item.strip_prefix(name).unwrap_or(item))
+    }
+
+    #[test]
+    fn keys_agree_with_the_naive_renumbering() {
+        let names = [
+            "Functional.relu.5.backward",
+            "Module.fc.Linear.backward.3",
+            "Tensor.__mul__.12.backward",
+            "relu.backward",
+            "backward",
+            "7.backward",
+            ".x.backward",
+            "a..backward",
+            "Module.layers.0.attn.Attention.backward.10",
+            "Functional.relu.5.forward",
+        ];
+        for name in names {
+            for item in [format!("{name}.input.0"), format!("{name}.output"), "other.item".to_owned()] {
+                for order in [0, 3, 12] {
+                    let want = key_direction(name).map(|_| {
+                        if key_direction(name) == Some("backward") {
+                            naive_key(name, &item, order)
+                        } else {
+                            item.clone()
+                        }
+                    });
+                    assert_eq!(compare_key(name, &item, order), want, "{name} {item} {order}");
+                }
+            }
+            let naive_group = name.split('.').collect::<Vec<_>>();
+            let naive_group = naive_group[..naive_group.len().saturating_sub(2)].join(".");
+            let want = (key_direction(name) == Some("backward")).then_some(naive_group.as_str());
+            assert_eq!(backward_group(name), want, "{name}");
+        }
     }
 }

@@ -50,6 +50,7 @@ impl ScalarUDFImpl for MsprobeBackwardGroup {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let (arrays, scalar) = to_arrays(&args.args, args.number_rows)?;
         let [name] = take_function_args(self.name(), arrays)?;
+        // Borrowed prefixes of the names, copied once into the result.
         let out: StringArray = name.as_string::<i32>().iter().map(|n| backward_group(n?)).collect();
         from_array(Arc::new(out), scalar)
     }

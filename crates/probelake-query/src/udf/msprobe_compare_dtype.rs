@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::side_of;
+use crate::compare::rows::dtype_of;
 
 /// The `NPU Dtype` / `Bench Dtype` cell of a leaf (synthetic for non-tensors: `int`,
 /// `torch.Size`, …); NULL for a JSON null leaf (shown `N/A`). msprobe's dtype gate compares these.
@@ -58,8 +58,9 @@ impl ScalarUDFImpl for MsprobeCompareDtype {
         let (arrays, scalar) = to_arrays(&args.args, args.number_rows)?;
         let [item, name, leaf] = take_function_args(self.name(), arrays)?;
         let (item, name, leaf) = (item.as_string::<i32>(), name.as_string::<i32>(), leaf.as_string::<i32>());
+        // A NULL name gives NULL, as the whole side would.
         let out: StringArray =
-            (0..item.len()).map(|i| side_of(at(item, i)?, at(name, i)?, at(leaf, i)?).dtype).collect();
+            (0..item.len()).map(|i| at(name, i).and_then(|_| dtype_of(at(item, i)?, at(leaf, i)?))).collect();
         from_array(Arc::new(out), scalar)
     }
 

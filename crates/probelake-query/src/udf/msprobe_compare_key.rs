@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use datafusion::arrow::array::{Array, AsArray, Int64Array, StringArray};
+use datafusion::arrow::array::{Array, AsArray, Int64Array, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::utils::take_function_args;
 use datafusion::error::Result;
@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::compare_key;
+use crate::compare::rows::write_compare_key;
 
 /// The item name, where a backward entry's call number is replaced by its order among the
 /// backward entries of the same op (msprobe's renumbering); NULL for an entry msprobe drops
@@ -55,13 +55,20 @@ impl ScalarUDFImpl for MsprobeCompareKey {
         let [name, item, order] = take_function_args(self.name(), arrays)?;
         let (name, item) = (name.as_string::<i32>(), item.as_string::<i32>());
         let order = order.as_any().downcast_ref::<Int64Array>();
-        let out: StringArray = (0..name.len())
-            .map(|i| {
-                let order = order.filter(|o| !o.is_null(i)).map_or(0, |o| o.value(i));
-                compare_key(name.is_valid(i).then(|| name.value(i))?, item.is_valid(i).then(|| item.value(i))?, order)
-            })
-            .collect();
-        from_array(Arc::new(out), scalar)
+        // Keys are about as long as items; one scratch string, no allocation per row.
+        let mut out = StringBuilder::with_capacity(item.len(), item.values().len() + item.len() * 2);
+        let mut key = String::new();
+        for i in 0..name.len() {
+            let order = order.filter(|o| !o.is_null(i)).map_or(0, |o| o.value(i));
+            key.clear();
+            match (name.is_valid(i), item.is_valid(i)) {
+                (true, true) if write_compare_key(&mut key, name.value(i), item.value(i), order) => {
+                    out.append_value(&key)
+                }
+                _ => out.append_null(),
+            }
+        }
+        from_array(Arc::new(out.finish()), scalar)
     }
 
     fn documentation(&self) -> Option<&Documentation> {
