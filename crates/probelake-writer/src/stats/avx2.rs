@@ -103,14 +103,14 @@ impl State {
 /// `[s0+s4, s1+s5, s2+s6, s3+s7]` in f64.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn widen_pairs(v: __m256) -> __m256d {
+pub(super) fn widen_pairs(v: __m256) -> __m256d {
     _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)))
 }
 
 /// `(a0 + a2) + (a1 + a3)`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn horizontal(v: __m256d) -> f64 {
+pub(super) fn horizontal(v: __m256d) -> f64 {
     let t = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
     _mm_cvtsd_f64(t) + _mm_cvtsd_f64(_mm_unpackhi_pd(t, t))
 }
@@ -144,10 +144,10 @@ fn load_bf16(row: &[[u8; 2]; BF16_ROW]) -> __m256i {
 }
 
 /// Per-lane [`Extremes16`] of bfloat16 rows.
-struct Extremes {
-    signed_max: __m256i,
-    unsigned_max: __m256i,
-    unsigned_min: __m256i,
+pub(super) struct Extremes {
+    pub(super) signed_max: __m256i,
+    pub(super) unsigned_max: __m256i,
+    pub(super) unsigned_min: __m256i,
 }
 
 impl Extremes {
@@ -170,7 +170,7 @@ impl Extremes {
     }
 
     #[target_feature(enable = "avx2")]
-    fn finish(self) -> Extremes16 {
+    pub(super) fn finish(self) -> Extremes16 {
         let (signed_max, unsigned_max, unsigned_min) =
             (words(self.signed_max), words(self.unsigned_max), words(self.unsigned_min));
         (0..BF16_ROW).fold(Extremes16::EMPTY, |all, i| {

@@ -69,7 +69,7 @@ impl Moments {
 /// An f32's bits as an integer that orders like the float (for non-NaN values; -0.0 < 0.0):
 /// integer max/min vectorize where float selects do not (measured: 4× faster).
 #[inline(always)]
-fn order_key(bits: u32) -> i32 {
+pub(super) fn order_key(bits: u32) -> i32 {
     (bits ^ ((((bits as i32) >> 31) as u32) >> 1)) as i32
 }
 
@@ -236,12 +236,22 @@ enum Rows<'a> {
 }
 
 impl Rows<'_> {
-    /// Reduces the rows with the AVX2 kernel when the CPU has it, else portably.
+    /// Reduces the rows with the widest x86 kernel the CPU has (AVX-512, then AVX2), else
+    /// portably; all give the same bits.
     fn reduce(self) -> Acc {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
             match self {
+                // SAFETY: the CPU supports AVX-512F and AVX2 (checked), the features it enables.
+                Rows::F32(r) if has!("avx512f") && has!("avx2") => return unsafe { super::avx512::rows_f32(r) },
+                // SAFETY: as above.
+                Rows::F16(r) if has!("avx512f") && has!("avx2") => return unsafe { super::avx512::rows_f16(r) },
+                // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked), the features it
+                // enables.
+                Rows::Bf16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") => {
+                    return unsafe { super::avx512::rows_bf16(r) }
+                }
                 // SAFETY: the CPU supports AVX2 (checked), the only feature the function
                 // enables; its body is safe code.
                 Rows::F32(r) if has!("avx2") => return unsafe { super::avx2::rows_f32(r) },
@@ -400,11 +410,11 @@ pub fn moments_f64(data: &[u8]) -> Moments {
 mod tests {
     use super::*;
 
-    /// The portable loop and the AVX2 loop (where the CPU has it) give the same bits.
+    /// The portable loop and each x86 loop the CPU has give the same bits.
     #[test]
     fn every_build_of_a_kernel_gives_the_same_bits() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let values: Vec<f32> = (0..10_007)
+        let all: Vec<f32> = (0..10_007)
             .map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -412,6 +422,15 @@ mod tests {
                 ((x >> 40) as f32) / 1e5 - 80.0
             })
             .collect();
+        // Whole chunks, a last chunk with an odd row, one row, a tail only.
+        for len in [10_007, 8 * 16 * 3 + 8 * 5 + 3, 8 * 16, 8, 5] {
+            same_bits_everywhere(&all[..len]);
+        }
+        // An odd last row must leave the other row's -0.0 sums alone.
+        same_bits_everywhere(&[-0.0; 8 * 3]);
+    }
+
+    fn same_bits_everywhere(values: &[f32]) {
         let f32s: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let bf16s: Vec<u8> = values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect();
         let f16s: Vec<u8> = values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect();
@@ -421,6 +440,37 @@ mod tests {
         assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, best)));
         assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, best)));
         assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, best)));
-        assert_eq!(f32_fast(&f32s, portable).count, 10_007);
+        assert_eq!(f32_fast(&f32s, portable).count, values.len());
+        // Each x86 kernel by itself, where the CPU has it (`reduce` picks only the best).
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") && has!("f16c") {
+                // SAFETY: the CPU has the features each kernel enables (checked above).
+                let avx2: Reduce = |r| unsafe {
+                    match r {
+                        Rows::F32(r) => crate::stats::avx2::rows_f32(r),
+                        Rows::Bf16(r) => crate::stats::avx2::rows_bf16(r),
+                        Rows::F16(r) => crate::stats::avx2::rows_f16(r),
+                    }
+                };
+                assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, avx2)));
+                assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, avx2)));
+                assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, avx2)));
+            }
+            if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") {
+                // SAFETY: as above.
+                let avx512: Reduce = |r| unsafe {
+                    match r {
+                        Rows::F32(r) => crate::stats::avx512::rows_f32(r),
+                        Rows::F16(r) => crate::stats::avx512::rows_f16(r),
+                        Rows::Bf16(r) => crate::stats::avx512::rows_bf16(r),
+                    }
+                };
+                assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, avx512)));
+                assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, avx512)));
+                assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, avx512)));
+            }
+        }
     }
 }
