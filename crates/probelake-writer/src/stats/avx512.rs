@@ -20,7 +20,7 @@ use std::arch::x86_64::{
 };
 
 use super::avx2::{horizontal, widen_pairs, Extremes};
-use super::float::{order_key, Acc, BF16_CHUNK_ROWS, BF16_ROW, CHUNK_ROWS, LANES};
+use super::float::{extreme_keys, Acc, BF16_CHUNK_ROWS, BF16_ROW, CHUNK_ROWS, LANES};
 
 /// The lanes of the even row.
 const EVEN: u16 = 0x00ff;
@@ -68,14 +68,6 @@ fn reduce<T>(rows: &[T], pair: impl Fn(&[T; 2]) -> __m512i, single: impl Fn(&T) 
     let (max, min) =
         extreme_keys(_mm512_reduce_max_epi32(smax), _mm512_reduce_max_epu32(umax), _mm512_reduce_min_epu32(umin));
     Acc { max, min, sum: horizontal(sum), sq: horizontal(sq), count: rows.len() * LANES }
-}
-
-/// The order keys of the float max and min from the signed max and the unsigned max and min
-/// of the elements' bits (the reasoning is `Extremes16::keys`', for 32-bit patterns).
-fn extreme_keys(signed_max: i32, unsigned_max: u32, unsigned_min: u32) -> (i32, i32) {
-    let max = if signed_max >= 0 { signed_max as u32 } else { unsigned_min };
-    let min = if unsigned_max >= 0x8000_0000 { unsigned_max } else { unsigned_min };
-    (order_key(max), order_key(min))
 }
 
 /// The even row's lanes and the odd row's.
