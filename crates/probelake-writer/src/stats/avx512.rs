@@ -10,17 +10,17 @@
 use std::arch::x86_64::{
     __m256, __m512, __m512i, _mm256_add_pd, _mm256_castpd_ps, _mm256_loadu_si256, _mm256_max_epi16, _mm256_max_epu16,
     _mm256_min_epu16, _mm256_setzero_pd, _mm256_zextsi128_si256, _mm512_add_ps, _mm512_castps512_ps256,
-    _mm512_castps_pd, _mm512_castps_si512, _mm512_castsi512_ps, _mm512_castsi512_si256, _mm512_cvtph_ps,
-    _mm512_extractf64x4_pd, _mm512_extracti64x4_epi64, _mm512_fmadd_ps, _mm512_loadu_si512, _mm512_mask3_fmadd_ps,
-    _mm512_mask_add_ps, _mm512_mask_max_epi16, _mm512_mask_max_epi32, _mm512_mask_max_epu16, _mm512_mask_max_epu32,
-    _mm512_mask_min_epu16, _mm512_mask_min_epu32, _mm512_max_epi16, _mm512_max_epi32, _mm512_max_epu16,
-    _mm512_max_epu32, _mm512_min_epu16, _mm512_min_epu32, _mm512_mul_ps, _mm512_reduce_max_epi32,
-    _mm512_reduce_max_epu32, _mm512_reduce_min_epu32, _mm512_set1_epi16, _mm512_set1_epi32, _mm512_setzero_ps,
-    _mm512_setzero_si512, _mm512_unpackhi_epi16, _mm512_unpacklo_epi16, _mm512_zextsi256_si512, _mm_loadu_si128,
+    _mm512_castps_pd, _mm512_castsi512_ps, _mm512_castsi512_si256, _mm512_cvtph_ps, _mm512_extractf64x4_pd,
+    _mm512_extracti64x4_epi64, _mm512_fmadd_ps, _mm512_loadu_si512, _mm512_mask3_fmadd_ps, _mm512_mask_add_ps,
+    _mm512_mask_max_epi16, _mm512_mask_max_epi32, _mm512_mask_max_epu16, _mm512_mask_max_epu32, _mm512_mask_min_epu16,
+    _mm512_mask_min_epu32, _mm512_max_epi16, _mm512_max_epi32, _mm512_max_epu16, _mm512_max_epu32, _mm512_min_epu16,
+    _mm512_min_epu32, _mm512_mul_ps, _mm512_reduce_max_epi32, _mm512_reduce_max_epu32, _mm512_reduce_min_epu32,
+    _mm512_set1_epi16, _mm512_set1_epi32, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_unpackhi_epi16,
+    _mm512_unpacklo_epi16, _mm512_zextsi256_si512, _mm_loadu_si128,
 };
 
 use super::avx2::{horizontal, widen_pairs, Extremes};
-use super::float::{extreme_keys, Acc, BF16_CHUNK_ROWS, BF16_ROW, CHUNK_ROWS, LANES};
+use super::float::{extreme_keys, Acc, Extremes16, BF16_CHUNK_ROWS, BF16_ROW, CHUNK_ROWS, LANES};
 
 /// The lanes of the even row.
 const EVEN: u16 = 0x00ff;
@@ -89,17 +89,71 @@ pub(super) fn rows_f32(rows: &[[[u8; 4]; LANES]]) -> Acc {
     )
 }
 
-/// Rows of little-endian IEEE float16 halves, widened by `vcvtph2ps` (exact).
-#[target_feature(enable = "avx512f,avx2")]
+/// Rows of little-endian IEEE float16 halves, four rows (64 bytes) a load: max and min from
+/// 16-bit reductions of the raw bits (`Extremes16`), the sums over the rows widened two at a
+/// time by `vcvtph2ps` (exact), each pair even row low, odd row high, as [`reduce`] keeps them.
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
 pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
-    let widen = |halves| _mm512_castps_si512(_mm512_cvtph_ps(halves));
-    reduce(
-        rows,
-        // SAFETY: two rows are 32 readable bytes.
-        |two| widen(unsafe { _mm256_loadu_si256(two.as_ptr().cast()) }),
-        // SAFETY: a row is 16 readable bytes.
-        |row| widen(_mm256_zextsi128_si256(unsafe { _mm_loadu_si128(row.as_ptr().cast()) })),
-    )
+    if rows.is_empty() {
+        return Acc::new_empty();
+    }
+    let (mut smax, mut umax, mut umin) = (_mm512_set1_epi16(i16::MIN), _mm512_setzero_si512(), _mm512_set1_epi16(-1));
+    let (mut sum, mut sq) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    for chunk in rows.chunks(CHUNK_ROWS) {
+        let (mut s, mut q) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        let (quads, rest) = chunk.as_chunks::<4>();
+        for four in quads {
+            // SAFETY: four rows are 64 readable bytes; an unaligned load has no other requirement.
+            let bits = unsafe { _mm512_loadu_si512(four.as_ptr().cast()) };
+            smax = _mm512_max_epi16(smax, bits);
+            umax = _mm512_max_epu16(umax, bits);
+            umin = _mm512_min_epu16(umin, bits);
+            for pair in [_mm512_castsi512_si256(bits), _mm512_extracti64x4_epi64::<1>(bits)] {
+                let v = _mm512_cvtph_ps(pair);
+                s = _mm512_add_ps(s, v);
+                q = _mm512_add_ps(q, _mm512_mul_ps(v, v));
+            }
+        }
+        let (pairs, odd) = rest.as_chunks::<2>();
+        // The rows after the last four: a pair (16 words, 16 floats), then an unpaired row
+        // (8 words, the even lanes).
+        let tails = pairs
+            .iter()
+            // SAFETY: two rows are 32 readable bytes.
+            .map(|two| (unsafe { _mm256_loadu_si256(two.as_ptr().cast()) }, 0x0000_ffff, u16::MAX))
+            .chain(odd.iter().map(|row| {
+                // SAFETY: a row is 16 readable bytes.
+                (_mm256_zextsi128_si256(unsafe { _mm_loadu_si128(row.as_ptr().cast()) }), 0x0000_00ff, EVEN)
+            }));
+        for (pair, words, lanes) in tails {
+            let bits = _mm512_zextsi256_si512(pair);
+            smax = _mm512_mask_max_epi16(smax, words, smax, bits);
+            umax = _mm512_mask_max_epu16(umax, words, umax, bits);
+            umin = _mm512_mask_min_epu16(umin, words, umin, bits);
+            let v = _mm512_cvtph_ps(pair);
+            s = _mm512_mask_add_ps(s, lanes, s, v);
+            q = _mm512_mask_add_ps(q, lanes, q, _mm512_mul_ps(v, v));
+        }
+        let ((s0, s1), (q0, q1)) = (halves(s), halves(q));
+        sum = _mm256_add_pd(sum, _mm256_add_pd(widen_pairs(s0), widen_pairs(s1)));
+        sq = _mm256_add_pd(sq, _mm256_add_pd(widen_pairs(q0), widen_pairs(q1)));
+    }
+    let (max, min) = extremes16(smax, umax, umin).keys_f16();
+    Acc { max, min, sum: horizontal(sum), sq: horizontal(sq), count: rows.len() * LANES }
+}
+
+/// The per-lane 16-bit extremes of 32 lanes, folded to one [`Extremes16`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+fn extremes16(smax: __m512i, umax: __m512i, umin: __m512i) -> Extremes16 {
+    let fold = |v: __m512i| (_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v));
+    let ((smax_lo, smax_hi), (umax_lo, umax_hi), (umin_lo, umin_hi)) = (fold(smax), fold(umax), fold(umin));
+    Extremes {
+        signed_max: _mm256_max_epi16(smax_lo, smax_hi),
+        unsigned_max: _mm256_max_epu16(umax_lo, umax_hi),
+        unsigned_min: _mm256_min_epu16(umin_lo, umin_hi),
+    }
+    .finish()
 }
 
 /// The lanes of the even bfloat16 row (16-bit lanes).
@@ -157,13 +211,6 @@ pub(super) fn rows_bf16(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
         sum = _mm256_add_pd(sum, _mm256_add_pd(even_sum, odd_sum));
         sq = _mm256_add_pd(sq, _mm256_add_pd(even_sq, odd_sq));
     }
-    let fold = |v: __m512i| (_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v));
-    let ((smax_lo, smax_hi), (umax_lo, umax_hi), (umin_lo, umin_hi)) = (fold(smax), fold(umax), fold(umin));
-    let extremes = Extremes {
-        signed_max: _mm256_max_epi16(smax_lo, smax_hi),
-        unsigned_max: _mm256_max_epu16(umax_lo, umax_hi),
-        unsigned_min: _mm256_min_epu16(umin_lo, umin_hi),
-    };
-    let (max, min) = extremes.finish().keys();
+    let (max, min) = extremes16(smax, umax, umin).keys();
     Acc { max, min, sum: horizontal(sum), sq: horizontal(sq), count: rows.len() * BF16_ROW }
 }

@@ -187,6 +187,15 @@ impl Extremes16 {
         let min = if self.unsigned_max >= 0x8000 { self.unsigned_max } else { self.unsigned_min };
         (order_key(u32::from(max) << 16), order_key(u32::from(min) << 16))
     }
+
+    /// [`Extremes16::keys`] for IEEE float16 patterns, which order the same way (sign and
+    /// magnitude) and widen to f32 by `half` rather than by a shift.
+    pub(super) fn keys_f16(self) -> (i32, i32) {
+        let max = if self.signed_max >= 0 { self.signed_max as u16 } else { self.unsigned_min };
+        let min = if self.unsigned_max >= 0x8000 { self.unsigned_max } else { self.unsigned_min };
+        let key = |bits: u16| order_key(f16::from_bits(bits).to_f32().to_bits());
+        (key(max), key(min))
+    }
 }
 
 /// The portable bfloat16 loop: 16 elements a row, each row's elements summed in two f32 halves
@@ -254,7 +263,9 @@ impl Rows<'_> {
                 // SAFETY: the CPU supports AVX-512F and AVX2 (checked), the features it enables.
                 Rows::F32(r) if has!("avx512f") && has!("avx2") => return unsafe { super::avx512::rows_f32(r) },
                 // SAFETY: as above.
-                Rows::F16(r) if has!("avx512f") && has!("avx2") => return unsafe { super::avx512::rows_f16(r) },
+                Rows::F16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") => {
+                    return unsafe { super::avx512::rows_f16(r) }
+                }
                 // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked), the features it
                 // enables.
                 Rows::Bf16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") => {
