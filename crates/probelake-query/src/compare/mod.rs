@@ -84,7 +84,11 @@ impl UnitComparison {
     /// Writes the table as `msprobe compare` writes its CSV (pandas `to_csv(index=False)`).
     /// A large table is rendered on every core while earlier rows are written.
     pub fn write_csv(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        csv::write_record(out, &self.header)?;
+        // One write for the header: `out` is often a plain file, where each field and comma
+        // would be a system call of its own.
+        let mut header = Vec::with_capacity(1024);
+        csv::write_record(&mut header, &self.header)?;
+        out.write_all(&header)?;
         csv::write_rows(&self.rows, out)
     }
 }
