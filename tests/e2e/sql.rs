@@ -197,3 +197,66 @@ fn first_divergence_on_the_fixture_runs() {
     assert_eq!(pick(&any, "ref_compute_log_prob"), None, "{any}");
     assert_eq!(pick(&rule, "ref_compute_log_prob"), None, "{rule}");
 }
+
+/// Ctrl-C at the interactive prompt cancels the running statement and the prompt goes on: the
+/// next statement runs and end of input exits 0 (before, the whole program ended).
+#[test]
+fn ctrl_c_cancels_a_statement_at_the_prompt() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    let synth = ["synth", src.to_str().expect("utf-8 path"), "--layers", "1", "--steps", "1", "--ranks", "1", "-q"];
+    cli::ok(synth);
+    cli::import(&src, &tmp.path().join("ds"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probelake"))
+        .args(["sql", "ds"])
+        .current_dir(tmp.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("probelake sql starts");
+    let (lines, from_child) = mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            BufReader::new(stream).lines().map_while(Result::ok).for_each(|l| drop(lines.send(l)))
+        });
+    }
+    let wait_for = |what: &str, on_tick: &mut dyn FnMut()| {
+        let started = Instant::now();
+        loop {
+            match from_child.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) if line.contains(what) => return,
+                Ok(_) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => on_tick(),
+                Err(e) => panic!("waiting for {what:?}: {e}"),
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "no {what:?} after a minute");
+        }
+    };
+    let mut stdin = child.stdin.take().expect("stdin");
+    // The first statement's answer shows the prompt is up and reading.
+    writeln!(stdin, "SELECT 41 + 1 AS answer;").expect("write");
+    wait_for("42", &mut || {});
+    // Runs for minutes unless cancelled (no statistics shortcut for a sum).
+    writeln!(stdin, "SELECT sum(value % 7) FROM range(100000000000);").expect("write");
+    let pid = child.id().to_string();
+    // Interrupt until it is cancelled: a signal that lands between two statements is ignored.
+    wait_for("cancelled", &mut || {
+        let kill = Command::new("kill").args(["-INT", &pid]).status().expect("kill runs");
+        assert!(kill.success(), "kill -INT failed");
+    });
+    writeln!(stdin, "SELECT 'still here' AS after;").expect("write");
+    wait_for("still here", &mut || {});
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "exit {status:?}");
+}

@@ -92,6 +92,7 @@ pub fn run() -> ExitCode {
         Err(e) => return report::error(&e),
     };
     let ctx = cmd::Context { quiet: cli.quiet, storage };
+    let own_interrupts = matches!(&cli.command, Command::Sql(args) if args.is_interactive());
     let command = async {
         match cli.command {
             Command::Import(args) => cmd::import::run(&ctx, args).await,
@@ -108,7 +109,11 @@ pub fn run() -> ExitCode {
     };
     // Ctrl-C drops the command's future: what it was writing through an `OutputTree` (export,
     // compare, `-o` files) is rolled back, and an import commits nothing.
+    // The interactive prompt cancels a running statement on Ctrl-C and goes on.
     let result = runtime.block_on(async {
+        if own_interrupts {
+            return Some(command.await);
+        }
         tokio::select! {
             result = command => Some(result),
             _ = tokio::signal::ctrl_c() => None,

@@ -11,7 +11,8 @@ use crate::output::{write_batches, OutputFormat};
 const HELP: &str = "\
   \\d            list tables          \\d TABLE   describe a table (e.g. \\d base.dump)
   \\runs         list runs            \\q         quit
-  statements end with ';' and may span lines; Ctrl-C clears the line, Ctrl-D quits";
+  statements end with ';' and may span lines; Ctrl-C clears the line or cancels a running
+  statement, Ctrl-D quits";
 
 /// Reads statements until `\q` or end of input.
 pub async fn run(session: &RunSession, format: OutputFormat, maxrows: usize) -> anyhow::Result<ExitCode> {
@@ -51,7 +52,16 @@ pub async fn run(session: &RunSession, format: OutputFormat, maxrows: usize) -> 
         let _ = editor.add_history_entry(buffer.as_str());
         let sql = std::mem::take(&mut buffer);
         let started = std::time::Instant::now();
-        match session.collect(&sql).await {
+        // Ctrl-C while a statement runs cancels it (its plan is dropped) and returns to the
+        // prompt; at the prompt, the line editor reads it as a key and clears the line.
+        let result = tokio::select! {
+            result = session.collect(&sql) => result,
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("cancelled after {:.3}s", started.elapsed().as_secs_f64());
+                continue;
+            }
+        };
+        match result {
             Ok(batches) => {
                 let mut out = std::io::stdout().lock();
                 if let Err(e) = write_batches(&mut out, &batches, format, maxrows) {

@@ -90,6 +90,14 @@ pub async fn open_runs(
 }
 
 /// Runs the command.
+impl Args {
+    /// Whether this opens the interactive prompt (no `-c` and no `-f`), which handles Ctrl-C
+    /// itself: it cancels the running statement instead of ending the program.
+    pub fn is_interactive(&self) -> bool {
+        self.commands.is_empty() && self.files.is_empty()
+    }
+}
+
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if args.format == OutputFormat::Parquet && args.output.is_none() {
         bail!("--format parquet writes a file: add -o FILE");
@@ -100,7 +108,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
         scripts.push((file.display().to_string(), text));
     }
-    if scripts.is_empty() {
+    if args.is_interactive() {
         return crate::repl::run(&session, args.format, args.maxrows).await;
     }
     let mut results: Vec<RecordBatch> = Vec::new();
