@@ -56,7 +56,10 @@ impl ScalarUDFImpl for MsprobeCompareKey {
         let (name, item) = (name.as_string::<i32>(), item.as_string::<i32>());
         let order = order.as_any().downcast_ref::<Int64Array>();
         // Keys are about as long as items; one scratch string, no allocation per row.
-        let mut out = StringBuilder::with_capacity(item.len(), item.values().len() + item.len() * 2);
+        // Sized from this slice's own bytes: `values()` is the whole buffer of a sliced array.
+        let offsets = item.value_offsets();
+        let item_bytes = offsets.last().zip(offsets.first()).map_or(0, |(end, start)| (end - start) as usize);
+        let mut out = StringBuilder::with_capacity(item.len(), item_bytes + item.len() * 2);
         let mut key = String::new();
         for i in 0..name.len() {
             let order = order.filter(|o| !o.is_null(i)).map_or(0, |o| o.value(i));
