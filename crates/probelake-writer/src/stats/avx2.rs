@@ -8,13 +8,13 @@
 //! it uses, and only the loads of 16-bit rows take a pointer.
 
 use std::arch::x86_64::{
-    __m128i, __m256, __m256d, __m256i, _mm256_add_pd, _mm256_add_ps, _mm256_castpd256_pd128, _mm256_castps256_ps128,
-    _mm256_castps_si256, _mm256_castsi256_ps, _mm256_castsi256_si128, _mm256_cvtph_ps, _mm256_cvtps_pd,
-    _mm256_extract_epi32, _mm256_extractf128_pd, _mm256_extractf128_ps, _mm256_extracti128_si256, _mm256_fmadd_ps,
-    _mm256_loadu_si256, _mm256_max_epi16, _mm256_max_epi32, _mm256_max_epu16, _mm256_max_epu32, _mm256_min_epu16,
-    _mm256_min_epu32, _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_setzero_pd,
-    _mm256_setzero_ps, _mm256_setzero_si256, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16, _mm_add_pd, _mm_cvtsd_f64,
-    _mm_extract_epi16, _mm_loadu_si128, _mm_unpackhi_pd,
+    __m128i, __m256, __m256d, __m256i, _mm256_add_pd, _mm256_add_ps, _mm256_broadcastsi128_si256,
+    _mm256_castpd256_pd128, _mm256_castps256_ps128, _mm256_castsi256_ps, _mm256_castsi256_si128, _mm256_cvtph_ps,
+    _mm256_cvtps_pd, _mm256_extract_epi32, _mm256_extractf128_pd, _mm256_extractf128_ps, _mm256_extracti128_si256,
+    _mm256_fmadd_ps, _mm256_loadu_si256, _mm256_max_epi16, _mm256_max_epi32, _mm256_max_epu16, _mm256_max_epu32,
+    _mm256_min_epu16, _mm256_min_epu32, _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setr_epi32,
+    _mm256_setzero_pd, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
+    _mm_add_pd, _mm_cvtsd_f64, _mm_extract_epi16, _mm_loadu_si128, _mm_unpackhi_pd,
 };
 
 use super::float::{extreme_keys, Acc, Extremes16, BF16_CHUNK_ROWS, BF16_ROW, CHUNK_ROWS, LANES};
@@ -283,10 +283,42 @@ pub(super) fn rows_bf16(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
     Acc { max, min, sum: horizontal(sum), sq: horizontal(sq), count: rows.len() * BF16_ROW }
 }
 
-/// Rows of little-endian IEEE float16 halves, widened by F16C (`vcvtph2ps`, exact).
+/// Rows of little-endian IEEE float16 halves, two rows (32 bytes) a load: max and min from
+/// 16-bit reductions of the raw bits ([`Extremes16`]; float16 orders by sign and magnitude
+/// too), each row widened by F16C (`vcvtph2ps`, exact) into the even or the odd rows' sums.
 #[target_feature(enable = "avx2,f16c")]
 pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
-    let mut state = State::new();
-    state.rows(rows, |r| _mm256_castps_si256(_mm256_cvtph_ps(halves(r))));
-    state.finish(rows.len() * LANES)
+    if rows.is_empty() {
+        return Acc::new_empty();
+    }
+    let mut extremes = Extremes::new();
+    let (mut sum, mut sq) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    for chunk in rows.chunks(CHUNK_ROWS) {
+        let (mut s0, mut s1, mut q0, mut q1) =
+            (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
+        let (pairs, odd) = chunk.as_chunks::<2>();
+        for two in pairs {
+            // SAFETY: two rows are 32 readable bytes; an unaligned load has no other requirement.
+            let bits = unsafe { _mm256_loadu_si256(two.as_ptr().cast()) };
+            extremes.add(bits);
+            let (a, b) = (_mm256_castsi256_si128(bits), _mm256_extracti128_si256::<1>(bits));
+            let (a, b) = (_mm256_cvtph_ps(a), _mm256_cvtph_ps(b));
+            s0 = _mm256_add_ps(s0, a);
+            q0 = _mm256_add_ps(q0, _mm256_mul_ps(a, a));
+            s1 = _mm256_add_ps(s1, b);
+            q1 = _mm256_add_ps(q1, _mm256_mul_ps(b, b));
+        }
+        for row in odd {
+            let half = halves(row);
+            // The row in both halves: the same extremes as the row alone.
+            extremes.add(_mm256_broadcastsi128_si256(half));
+            let a = _mm256_cvtph_ps(half);
+            s0 = _mm256_add_ps(s0, a);
+            q0 = _mm256_add_ps(q0, _mm256_mul_ps(a, a));
+        }
+        sum = _mm256_add_pd(sum, _mm256_add_pd(widen_pairs(s0), widen_pairs(s1)));
+        sq = _mm256_add_pd(sq, _mm256_add_pd(widen_pairs(q0), widen_pairs(q1)));
+    }
+    let (max, min) = extremes.finish().keys_f16();
+    Acc { max, min, sum: horizontal(sum), sq: horizontal(sq), count: rows.len() * LANES }
 }
