@@ -84,9 +84,10 @@ fn widen_rows(v: __m512) -> __m256d {
     widen_two(even, odd)
 }
 
-/// `widen_pairs(a) + widen_pairs(b)` (see `avx2.rs`), the same additions in the same order,
-/// in eight operations rather than nine: this runs once per chunk for the sums and again for
-/// the squares, a fifth of the float32 loop's operations before.
+/// `widen_pairs(a) + widen_pairs(b)` (see `avx2.rs`): the same additions in the same order,
+/// with both registers widened and paired at once in 512-bit lanes. It runs at the end of every
+/// chunk, for the sums and again for the squares; done one 256-bit register at a time, that
+/// was about a fifth of the float32 loop's operations.
 #[inline]
 #[target_feature(enable = "avx512f,avx2")]
 fn widen_two(a: __m256, b: __m256) -> __m256d {
