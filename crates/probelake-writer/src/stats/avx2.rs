@@ -52,14 +52,14 @@ impl State {
                 (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
             let (pairs, odd) = chunk.as_chunks::<2>();
             for [even, next] in pairs {
-                let (a, b) = (self.keyed(load(even)), self.keyed(load(next)));
+                let (a, b) = (self.note_row(load(even)), self.note_row(load(next)));
                 s0 = _mm256_add_ps(s0, a);
                 q0 = _mm256_add_ps(q0, _mm256_mul_ps(a, a));
                 s1 = _mm256_add_ps(s1, b);
                 q1 = _mm256_add_ps(q1, _mm256_mul_ps(b, b));
             }
             for row in odd {
-                let a = self.keyed(load(row));
+                let a = self.note_row(load(row));
                 s0 = _mm256_add_ps(s0, a);
                 q0 = _mm256_add_ps(q0, _mm256_mul_ps(a, a));
             }
@@ -72,7 +72,7 @@ impl State {
     /// Updates the extremes with one row's bits and returns the row as floats.
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn keyed(&mut self, bits: __m256i) -> __m256 {
+    fn note_row(&mut self, bits: __m256i) -> __m256 {
         self.signed_max = _mm256_max_epi32(self.signed_max, bits);
         self.unsigned_max = _mm256_max_epu32(self.unsigned_max, bits);
         self.unsigned_min = _mm256_min_epu32(self.unsigned_min, bits);
@@ -149,7 +149,7 @@ fn load_bf16(row: &[[u8; 2]; BF16_ROW]) -> __m256i {
     unsafe { _mm256_loadu_si256(row.as_ptr().cast()) }
 }
 
-/// Per-lane [`Extremes16`] of bfloat16 rows.
+/// Per-lane [`Extremes16`] of rows of 16-bit floats (bfloat16 or float16).
 pub(super) struct Extremes {
     pub(super) signed_max: __m256i,
     pub(super) unsigned_max: __m256i,
