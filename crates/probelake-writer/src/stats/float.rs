@@ -456,9 +456,12 @@ mod tests {
         let bits = |m: Moments| [m.max, m.min, m.sum, m.sum_sq].map(f64::to_bits);
         type Reduce = fn(Rows<'_>) -> Acc;
         let (portable, best): (Reduce, Reduce) = (|r| r.reduce_portable(), |r| r.reduce());
-        assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, best)));
-        assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, best)));
-        assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, best)));
+        let agrees = |kernel: Reduce| {
+            assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, kernel)));
+            assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, kernel)));
+            assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, kernel)));
+        };
+        agrees(best);
         assert_eq!(f32_fast(&f32s, portable).count, values.len());
         // Each x86 kernel by itself, where the CPU has it (`reduce` picks only the best).
         #[cfg(target_arch = "x86_64")]
@@ -466,29 +469,23 @@ mod tests {
             use std::arch::is_x86_feature_detected as has;
             if has!("avx2") && has!("fma") && has!("f16c") {
                 // SAFETY: the CPU has the features each kernel enables (checked above).
-                let avx2: Reduce = |r| unsafe {
+                agrees(|r| unsafe {
                     match r {
                         Rows::F32(r) => crate::stats::avx2::rows_f32(r),
                         Rows::Bf16(r) => crate::stats::avx2::rows_bf16(r),
                         Rows::F16(r) => crate::stats::avx2::rows_f16(r),
                     }
-                };
-                assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, avx2)));
-                assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, avx2)));
-                assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, avx2)));
+                });
             }
             if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") {
                 // SAFETY: as above.
-                let avx512: Reduce = |r| unsafe {
+                agrees(|r| unsafe {
                     match r {
                         Rows::F32(r) => crate::stats::avx512::rows_f32(r),
                         Rows::F16(r) => crate::stats::avx512::rows_f16(r),
                         Rows::Bf16(r) => crate::stats::avx512::rows_bf16(r),
                     }
-                };
-                assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, avx512)));
-                assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, avx512)));
-                assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, avx512)));
+                });
             }
         }
     }
