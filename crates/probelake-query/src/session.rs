@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider};
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
@@ -181,19 +183,7 @@ impl RunSession {
     /// session resolves no paths or URLs as tables (DataFusion's URL tables stay off) and
     /// registers no file-reading table functions.
     pub async fn plan(&self, sql: &str) -> Result<Vec<LogicalPlan>> {
-        let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
-        let state = self.ctx.state();
-        let mut plans = Vec::with_capacity(statements.len());
-        for statement in statements {
-            let plan = state.statement_to_plan(statement).await?;
-            self.options().verify_plan(&plan).map_err(|e| {
-                datafusion::error::DataFusionError::Plan(format!(
-                    "{e}; probelake sql is read-only, pass --allow-write to run it"
-                ))
-            })?;
-            plans.push(plan);
-        }
-        Ok(plans)
+        plan_in(&self.ctx, self.options(), sql).await
     }
 
     /// Runs `sql` and returns the DataFrame of its last statement.
@@ -205,13 +195,22 @@ impl RunSession {
         Ok(last)
     }
 
-    /// The physical plan of `sql`, one query, for changing before it runs (`None` for no
-    /// statement; of several, the last).
-    pub(crate) async fn physical_plan(&self, sql: &str) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-        match self.plan(sql).await?.pop() {
-            Some(plan) => Ok(Some(self.ctx.state().create_physical_plan(&plan).await?)),
-            None => Ok(None),
+    /// The physical plans of `sqls`, one query each, for changing before they run (`None` for
+    /// no statement; of several, the last). Planning is CPU work of tens of milliseconds for a
+    /// large query; each query is planned on a task of its own, so they share the cores.
+    pub(crate) async fn physical_plans(&self, sqls: &[&str]) -> Result<Vec<Option<Arc<dyn ExecutionPlan>>>> {
+        let tasks: Vec<_> = sqls
+            .iter()
+            .map(|sql| {
+                let (ctx, options, sql) = (self.ctx.clone(), self.options(), sql.to_string());
+                SpawnedTask::spawn(async move { physical_plan_in(&ctx, options, &sql).await })
+            })
+            .collect();
+        let mut plans = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            plans.push(task.join_unwind().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??);
         }
+        Ok(plans)
     }
 
     /// Runs `sql` and collects the last statement's rows.
@@ -220,5 +219,32 @@ impl RunSession {
             Some(df) => Ok(df.collect().await?),
             None => Ok(Vec::new()),
         }
+    }
+}
+
+/// [`RunSession::plan`] in `ctx`, refusing what `options` does not allow.
+async fn plan_in(ctx: &SessionContext, options: SQLOptions, sql: &str) -> Result<Vec<LogicalPlan>> {
+    let statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
+    let state = ctx.state();
+    let mut plans = Vec::with_capacity(statements.len());
+    for statement in statements {
+        let plan = state.statement_to_plan(statement).await?;
+        options.verify_plan(&plan).map_err(|e| {
+            DataFusionError::Plan(format!("{e}; probelake sql is read-only, pass --allow-write to run it"))
+        })?;
+        plans.push(plan);
+    }
+    Ok(plans)
+}
+
+/// The physical plan of the last statement of `sql` in `ctx` (`None` for no statement).
+async fn physical_plan_in(
+    ctx: &SessionContext,
+    options: SQLOptions,
+    sql: &str,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    match plan_in(ctx, options, sql).await?.pop() {
+        Some(plan) => Ok(Some(ctx.state().create_physical_plan(&plan).await?)),
+        None => Ok(None),
     }
 }

@@ -203,6 +203,7 @@ pub(crate) async fn run_in(
     let plans = prepared.plans(session, files, &[&files_sql(t, g), &compare_sql(t, g)]).await?;
     let [files_plan, compare_plan] =
         <[_; 2]>::try_from(plans).map_err(|_| CompareError::Schema("the comparison has two plans".into()))?;
+    tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans made");
     // The file list is a small plan of its own; it runs beside the join, on the cores the
     // join's single-threaded stages leave idle.
     let task = session.context().task_ctx();

@@ -106,11 +106,10 @@ impl PreparedPlans {
                 return Ok(plans);
             }
         }
-        let mut plans = Vec::with_capacity(sqls.len());
-        for sql in sqls {
-            let plan = session.physical_plan(sql).await?;
-            plans.push(plan.ok_or_else(|| CompareError::Schema(format!("no statement in {sql}")))?);
-        }
+        let plans = session.physical_plans(sqls).await?;
+        let plans = (plans.into_iter().zip(sqls))
+            .map(|(plan, sql)| plan.ok_or_else(|| CompareError::Schema(format!("no statement in {sql}"))))
+            .collect::<Result<Vec<_>, _>>()?;
         self.planned.fetch_add(1, Ordering::Relaxed);
         if plans.iter().all(|plan| reads_exactly(plan, files)) {
             // Kept unexecuted: a plan that ran holds its state (a join's build side) until reset.
