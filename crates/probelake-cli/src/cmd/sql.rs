@@ -89,7 +89,6 @@ pub async fn open_runs(
     Ok(RunSession::open(runs, allow_write).await?)
 }
 
-/// Runs the command.
 impl Args {
     /// Whether this opens the interactive prompt (no `-c` and no `-f`), which handles Ctrl-C
     /// itself: it cancels the running statement instead of ending the program.
@@ -98,6 +97,7 @@ impl Args {
     }
 }
 
+/// Runs the command.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if args.format == OutputFormat::Parquet && args.output.is_none() {
         bail!("--format parquet writes a file: add -o FILE");
