@@ -4,6 +4,7 @@
 //! itself is the DataFusion plan of `compare::plan`.
 
 use std::borrow::Cow;
+use std::fmt;
 
 use probelake_format::json::{self, Node, Value};
 
@@ -87,28 +88,33 @@ pub(crate) fn backward_group(name: &str) -> Option<&str> {
 /// Appends the join key of a row (§5.1) to `out`: its item name, where for a backward entry the
 /// call number is replaced by `order`, the entry's rank among the backward entries of its group
 /// in file order. Returns false, writing nothing, when the entry has no direction (msprobe
-/// drops it). The SQL function calls it for every leaf of both sides, so it does not allocate.
-pub(crate) fn write_compare_key(out: &mut String, name: &str, item: &str, order: i64) -> bool {
-    let Some(direction) = key_direction(name) else { return false };
+/// drops it). The SQL function calls it for every leaf of both sides and writes the keys
+/// straight into its result column.
+pub(crate) fn write_compare_key(
+    out: &mut impl fmt::Write,
+    name: &str,
+    item: &str,
+    order: i64,
+) -> Result<bool, fmt::Error> {
+    let Some(direction) = key_direction(name) else { return Ok(false) };
     if direction != "backward" {
-        out.push_str(item);
-        return true;
+        out.write_str(item)?;
+        return Ok(true);
     }
     let (op_no_number, second, last) = split_last_two(name);
     let mut sep = if op_no_number.is_empty() { "" } else { "." };
-    out.push_str(op_no_number);
+    out.write_str(op_no_number)?;
     for seg in second.into_iter().chain([last]) {
-        out.push_str(sep);
+        out.write_str(sep)?;
         sep = ".";
         if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
-            use std::fmt::Write as _;
-            let _ = write!(out, "{order}");
+            write!(out, "{order}")?;
         } else {
-            out.push_str(seg);
+            out.write_str(seg)?;
         }
     }
-    out.push_str(item.strip_prefix(name).unwrap_or(item));
-    true
+    out.write_str(item.strip_prefix(name).unwrap_or(item))?;
+    Ok(true)
 }
 
 /// The node msprobe reads a leaf's cells from: a P2POp record is compared through its tensor.
@@ -268,7 +274,7 @@ mod tests {
 
     fn compare_key(name: &str, item: &str, order: i64) -> Option<String> {
         let mut key = String::new();
-        write_compare_key(&mut key, name, item, order).then_some(key)
+        write_compare_key(&mut key, name, item, order).expect("a String takes every write").then_some(key)
     }
 
     #[test]

@@ -55,20 +55,21 @@ impl ScalarUDFImpl for MsprobeCompareKey {
         let [name, item, order] = take_function_args(self.name(), arrays)?;
         let (name, item) = (name.as_string::<i32>(), item.as_string::<i32>());
         let order = order.as_any().downcast_ref::<Int64Array>();
-        // Keys are about as long as items; one scratch string, no allocation per row.
+        // Keys are about as long as items, and are written straight into the column.
         // Sized from this slice's own bytes: `values()` is the whole buffer of a sliced array.
         let offsets = item.value_offsets();
         let item_bytes = offsets.last().zip(offsets.first()).map_or(0, |(end, start)| (end - start) as usize);
         let mut out = StringBuilder::with_capacity(item.len(), item_bytes + item.len() * 2);
-        let mut key = String::new();
         for i in 0..name.len() {
             let order = order.filter(|o| !o.is_null(i)).map_or(0, |o| o.value(i));
-            key.clear();
-            match (name.is_valid(i), item.is_valid(i)) {
-                (true, true) if write_compare_key(&mut key, name.value(i), item.value(i), order) => {
-                    out.append_value(&key)
-                }
-                _ => out.append_null(),
+            // The builder takes every write; a key is ended by appending nothing more to it.
+            let keyed = name.is_valid(i)
+                && item.is_valid(i)
+                && write_compare_key(&mut out, name.value(i), item.value(i), order) == Ok(true);
+            if keyed {
+                out.append_value("");
+            } else {
+                out.append_null();
             }
         }
         from_array(Arc::new(out.finish()), scalar)
