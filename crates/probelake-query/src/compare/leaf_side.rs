@@ -12,12 +12,13 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use datafusion::arrow::error::ArrowError;
 use probelake_format::json::{self, Layout};
 use probelake_format::msprobe::Leaf;
 
 use super::md5::crc32_hex;
 use super::pyfmt::{py_bool, py_int_list, py_str_node, PyVal};
-use super::rows::{data_name_cell, side_of, synthetic_fields, Side};
+use super::rows::{data_name_cell, dtype_of, side_of, synthetic_dtype, synthetic_fields, Side};
 use super::CompareError;
 
 /// The `dump` columns a leaf is rebuilt from, in the order the plan selects them (each with the
@@ -55,11 +56,30 @@ impl LeafColumns<'_> {
         }
     }
 
+    /// Appends the leaf's JSON text (one-line layout) to `buf`.
+    pub(crate) fn render(&self, buf: &mut Vec<u8>) {
+        self.to_leaf().render(buf, Layout { indent: None }, 0);
+    }
+
     /// The leaf's JSON text (one-line layout), as `msprobe_leaf_json` gives it.
     fn json(&self) -> String {
         let mut buf = Vec::new();
-        self.to_leaf().render(&mut buf, Layout { indent: None }, 0);
+        self.render(&mut buf);
         String::from_utf8_lossy(&buf).into_owned()
+    }
+
+    /// The dtype cell of row `item`, as `dtype_of(item, &self.json())` reads it, without
+    /// rendering and parsing the JSON of a tensor or a plain scalar (most leaves).
+    pub(crate) fn compare_dtype(&self, item: &str) -> Option<String> {
+        if self.is_plain_tensor() {
+            return self.dtype.map(str::to_owned);
+        }
+        if self.is_plain_scalar() {
+            if let Ok(value) = json::parse(self.value.unwrap_or("null").as_bytes()) {
+                return Some(synthetic_dtype(item, self.kind.unwrap_or_default(), Some(&value)));
+            }
+        }
+        dtype_of(item, &self.json())
     }
 
     /// Whether the rendered text is a tensor object (`type`, `dtype`, …) made from the columns.
@@ -136,11 +156,6 @@ pub(crate) struct LeafArrays {
     requires_grad: ArrayRef,
 }
 
-fn as_type(batch: &RecordBatch, name: &str, t: &DataType) -> Result<ArrayRef, CompareError> {
-    let a = batch.column_by_name(name).ok_or_else(|| CompareError::Schema(format!("plan column `{name}` missing")))?;
-    Ok(if a.data_type() == t { Arc::clone(a) } else { cast(a, t)? })
-}
-
 fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
     let a = a.as_string::<i32>();
     a.is_valid(i).then(|| a.value(i))
@@ -149,15 +164,36 @@ fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
 impl LeafArrays {
     /// The columns of the side whose names start with `prefix`.
     pub(crate) fn new(batch: &RecordBatch, prefix: &str) -> Result<Self, CompareError> {
-        let col = |c: &str, t: &DataType| as_type(batch, &format!("{prefix}{c}"), t);
-        let utf8 = |c: &str| col(c, &DataType::Utf8);
-        let f64s = |c: &str| col(c, &DataType::Float64);
+        let mut columns = Vec::with_capacity(LEAF_COLUMNS.len());
+        for c in LEAF_COLUMNS {
+            let name = format!("{prefix}{c}");
+            let column = batch.column_by_name(&name);
+            columns
+                .push(Arc::clone(column.ok_or_else(|| CompareError::Schema(format!("plan column `{name}` missing")))?));
+        }
+        let columns =
+            <[ArrayRef; 12]>::try_from(columns).map_err(|_| CompareError::Schema("twelve leaf columns".into()))?;
+        Ok(Self::from_columns(&columns)?)
+    }
+
+    /// The leaf columns in [`LEAF_COLUMNS`] order, as a query hands them over (string views or
+    /// dictionaries are cast to plain strings).
+    pub(crate) fn from_columns(columns: &[ArrayRef; 12]) -> Result<Self, ArrowError> {
+        let [kind, dtype, shape, max, min, mean, norm, requires_grad, md5, data_name, value, raw] = columns;
+        let as_type = |a: &ArrayRef, t: &DataType| if a.data_type() == t { Ok(Arc::clone(a)) } else { cast(a, t) };
+        let utf8 = |a| as_type(a, &DataType::Utf8);
+        let f64s = |a| as_type(a, &DataType::Float64);
         Ok(LeafArrays {
-            texts: [utf8("kind")?, utf8("dtype")?, utf8("md5")?, utf8("data_name")?, utf8("value")?, utf8("raw")?],
-            shape: col("shape", &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?,
-            stats: [f64s("max")?, f64s("min")?, f64s("mean")?, f64s("norm")?],
-            requires_grad: col("requires_grad", &DataType::Boolean)?,
+            texts: [utf8(kind)?, utf8(dtype)?, utf8(md5)?, utf8(data_name)?, utf8(value)?, utf8(raw)?],
+            shape: as_type(shape, &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?,
+            stats: [f64s(max)?, f64s(min)?, f64s(mean)?, f64s(norm)?],
+            requires_grad: as_type(requires_grad, &DataType::Boolean)?,
         })
+    }
+
+    /// How many rows the columns hold.
+    pub(crate) fn len(&self) -> usize {
+        self.requires_grad.len()
     }
 
     /// Row `i`.
@@ -196,7 +232,6 @@ impl LeafArrays {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::rows::dtype_of;
 
     /// Every fast path must give what `side_of` reads from the rendered JSON, and so must the
     /// dtype the plan joins on (`dtype_of`).
@@ -205,6 +240,7 @@ mod tests {
         let slow = side_of(item, name, &leaf.json());
         assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", leaf.json());
         assert_eq!(dtype_of(item, &leaf.json()), slow.dtype, "{}", leaf.json());
+        assert_eq!(leaf.compare_dtype(item), slow.dtype, "{}", leaf.json());
     }
 
     #[test]

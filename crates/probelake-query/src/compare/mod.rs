@@ -17,7 +17,7 @@ mod build;
 mod cells;
 mod columns;
 mod csv;
-mod leaf_side;
+pub(crate) mod leaf_side;
 mod load;
 mod md5;
 mod plan;

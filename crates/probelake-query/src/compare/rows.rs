@@ -252,7 +252,7 @@ fn is_rank_item(item: &str) -> bool {
 
 /// The synthetic dtype of a non-tensor leaf: its type for the kinds msprobe names, else the
 /// Python type of its value.
-fn synthetic_dtype(item: &str, kind: &str, value: Option<&Node<'_>>) -> String {
+pub(crate) fn synthetic_dtype(item: &str, kind: &str, value: Option<&Node<'_>>) -> String {
     match kind {
         "torch.Size" | "slice" | "ellipsis" | "torch.ProcessGroup" => kind.to_owned(),
         _ if is_rank_item(item) => kind.to_owned(),
