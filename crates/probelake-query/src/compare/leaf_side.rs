@@ -9,7 +9,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, ListArray, RecordBatch, StringArray,
+};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use datafusion::arrow::error::ArrowError;
@@ -40,7 +42,7 @@ pub(crate) struct LeafColumns<'a> {
     pub raw: Option<&'a str>,
 }
 
-impl LeafColumns<'_> {
+impl<'a> LeafColumns<'a> {
     /// The leaf as the format crate renders it.
     fn to_leaf(&self) -> Leaf<'_> {
         Leaf {
@@ -70,16 +72,16 @@ impl LeafColumns<'_> {
 
     /// The dtype cell of row `item`, as `dtype_of(item, &self.json())` reads it, without
     /// rendering and parsing the JSON of a tensor or a plain scalar (most leaves).
-    pub(crate) fn compare_dtype(&self, item: &str) -> Option<String> {
+    pub(crate) fn compare_dtype(&self, item: &str) -> Option<Cow<'a, str>> {
         if self.is_plain_tensor() {
-            return self.dtype.map(str::to_owned);
+            return self.dtype.map(Cow::Borrowed);
         }
         if self.is_plain_scalar() {
             if let Ok(value) = json::parse(self.value.unwrap_or("null").as_bytes()) {
-                return Some(synthetic_dtype(item, self.kind.unwrap_or_default(), Some(&value)));
+                return Some(Cow::Owned(synthetic_dtype(item, self.kind.unwrap_or_default(), Some(&value))));
             }
         }
-        dtype_of(item, &self.json())
+        dtype_of(item, &self.json()).map(Cow::Owned)
     }
 
     /// Whether the rendered text is a tensor object (`type`, `dtype`, …) made from the columns.
@@ -150,14 +152,14 @@ fn tensor_side(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
 
 /// One side's leaf columns of a plan batch, cast to the types they are read as.
 pub(crate) struct LeafArrays {
-    texts: [ArrayRef; 6],
-    shape: ArrayRef,
-    stats: [ArrayRef; 4],
-    requires_grad: ArrayRef,
+    texts: [StringArray; 6],
+    shape: ListArray,
+    dims: Int64Array,
+    stats: [Float64Array; 4],
+    requires_grad: BooleanArray,
 }
 
-fn text_at(a: &ArrayRef, i: usize) -> Option<&str> {
-    let a = a.as_string::<i32>();
+fn text_at(a: &StringArray, i: usize) -> Option<&str> {
     a.is_valid(i).then(|| a.value(i))
 }
 
@@ -181,13 +183,18 @@ impl LeafArrays {
     pub(crate) fn from_columns(columns: &[ArrayRef; 12]) -> Result<Self, ArrowError> {
         let [kind, dtype, shape, max, min, mean, norm, requires_grad, md5, data_name, value, raw] = columns;
         let as_type = |a: &ArrayRef, t: &DataType| if a.data_type() == t { Ok(Arc::clone(a)) } else { cast(a, t) };
-        let utf8 = |a| as_type(a, &DataType::Utf8);
-        let f64s = |a| as_type(a, &DataType::Float64);
+        let utf8 = |a| as_type(a, &DataType::Utf8).map(|a| a.as_string::<i32>().clone());
+        let f64s = |a| as_type(a, &DataType::Float64).map(|a| a.as_primitive::<Float64Type>().clone());
+        let shape = as_type(shape, &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?;
+        let shape = shape.as_list::<i32>().clone();
+        let dims = shape.values().as_primitive::<Int64Type>().clone();
+        let requires_grad = as_type(requires_grad, &DataType::Boolean)?.as_boolean().clone();
         Ok(LeafArrays {
             texts: [utf8(kind)?, utf8(dtype)?, utf8(md5)?, utf8(data_name)?, utf8(value)?, utf8(raw)?],
-            shape: as_type(shape, &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?,
+            shape,
+            dims,
             stats: [f64s(max)?, f64s(min)?, f64s(mean)?, f64s(norm)?],
-            requires_grad: as_type(requires_grad, &DataType::Boolean)?,
+            requires_grad,
         })
     }
 
@@ -199,27 +206,22 @@ impl LeafArrays {
     /// Row `i`.
     pub(crate) fn get(&self, i: usize) -> LeafColumns<'_> {
         let [kind, dtype, md5, data_name, value, raw] = &self.texts;
-        let shape = self.shape.as_list::<i32>();
-        let shape = shape.is_valid(i).then(|| {
-            let offsets = shape.value_offsets();
+        let shape = self.shape.is_valid(i).then(|| {
+            let offsets = self.shape.value_offsets();
             let (start, end) = (offsets[i] as usize, offsets[i + 1] as usize);
-            let dims = shape.values().as_primitive::<Int64Type>();
-            if dims.null_count() == 0 {
-                Cow::Borrowed(&dims.values()[start..end])
+            if self.dims.null_count() == 0 {
+                Cow::Borrowed(&self.dims.values()[start..end])
             } else {
                 // As `msprobe_leaf_json` reads a null dimension.
-                Cow::Owned((start..end).map(|j| if dims.is_valid(j) { dims.value(j) } else { 0 }).collect())
+                Cow::Owned((start..end).map(|j| if self.dims.is_valid(j) { self.dims.value(j) } else { 0 }).collect())
             }
         });
-        let rg = self.requires_grad.as_boolean();
+        let rg = &self.requires_grad;
         LeafColumns {
             kind: text_at(kind, i),
             dtype: text_at(dtype, i),
             shape,
-            stats: self.stats.each_ref().map(|a| {
-                let a = a.as_primitive::<Float64Type>();
-                a.is_valid(i).then(|| a.value(i))
-            }),
+            stats: self.stats.each_ref().map(|a| a.is_valid(i).then(|| a.value(i))),
             requires_grad: rg.is_valid(i).then(|| rg.value(i)),
             md5: text_at(md5, i),
             data_name: text_at(data_name, i),
@@ -240,7 +242,7 @@ mod tests {
         let slow = side_of(item, name, &leaf.json());
         assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", leaf.json());
         assert_eq!(dtype_of(item, &leaf.json()), slow.dtype, "{}", leaf.json());
-        assert_eq!(leaf.compare_dtype(item), slow.dtype, "{}", leaf.json());
+        assert_eq!(leaf.compare_dtype(item).map(String::from), slow.dtype, "{}", leaf.json());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::exec_err;
@@ -84,7 +84,13 @@ impl ScalarUDFImpl for MsprobeCompareDtype {
                     return exec_err!("msprobe_compare_dtype takes 3 or 14 arguments, not {}", arrays.len());
                 };
                 let leaves = LeafArrays::from_columns(columns)?;
-                (0..item.len()).map(|i| at(name, i).and_then(|_| leaves.get(i).compare_dtype(at(item, i)?))).collect()
+                // Most cells are a tensor's `dtype` column, borrowed into the builder.
+                let mut out = StringBuilder::with_capacity(item.len(), item.len() * 16);
+                for i in 0..item.len() {
+                    let leaf = leaves.get(i);
+                    out.append_option(at(name, i).and(at(item, i)).and_then(|item| leaf.compare_dtype(item)));
+                }
+                out.finish()
             }
         };
         from_array(Arc::new(out), scalar)
