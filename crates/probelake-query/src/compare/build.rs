@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::cells::Rows;
 use super::load::{DumpFile, TensorData};
 use super::pyfmt::{push_py_str_list, PyVal};
-use super::rows::Side;
+use super::rows::{MatchedRow, Side};
 use super::rules::{self, Cv, RuleRow, RuleSet};
 use super::tensor::{self, Metric};
 use super::threads::{cores, map_scoped};
@@ -67,7 +67,7 @@ pub(crate) struct FilePair<'a> {
     /// The target's dump file (its stacks).
     pub npu_file: &'a DumpFile,
     /// Target rows with their matched golden rows, in msprobe's order.
-    pub matched: &'a [(Side, Option<Side>)],
+    pub matched: &'a [&'a MatchedRow],
     pub ttensors: &'a HashMap<String, Arc<TensorData>>,
     pub gtensors: &'a HashMap<String, Arc<TensorData>>,
 }
@@ -85,7 +85,7 @@ pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) {
 }
 
 /// Cuts `matched` into one range per core, each ending where a dump key ends.
-fn key_chunks(matched: &[(Side, Option<Side>)]) -> Vec<std::ops::Range<usize>> {
+fn key_chunks(matched: &[&MatchedRow]) -> Vec<std::ops::Range<usize>> {
     let count = (matched.len() / ROWS_PER_THREAD).clamp(1, cores());
     let mut ranges = Vec::with_capacity(count);
     let mut start = 0;
@@ -252,7 +252,8 @@ mod tests {
     #[test]
     fn chunks_end_where_keys_end() {
         let keys: Vec<String> = (0..3 * ROWS_PER_THREAD).map(|i| format!("k{}", i / 7)).collect();
-        let matched: Vec<(Side, Option<Side>)> = keys.iter().map(|k| (side(k), None)).collect();
+        let rows: Vec<MatchedRow> = keys.iter().map(|k| (side(k), None)).collect();
+        let matched: Vec<&MatchedRow> = rows.iter().collect();
         let chunks = key_chunks(&matched);
         assert_eq!(chunks.first().map(|r| r.start), Some(0));
         assert_eq!(chunks.last().map(|r| r.end), Some(matched.len()));
@@ -261,8 +262,8 @@ mod tests {
             assert_ne!(matched[w[0].end - 1].0.key, matched[w[0].end].0.key, "a key cut in two");
         }
         // One key throughout: nowhere to cut.
-        let one: Vec<(Side, Option<Side>)> = (0..3 * ROWS_PER_THREAD).map(|_| (side("k"), None)).collect();
-        let whole = key_chunks(&one);
+        let one: Vec<MatchedRow> = (0..3 * ROWS_PER_THREAD).map(|_| (side("k"), None)).collect();
+        let whole = key_chunks(&one.iter().collect::<Vec<_>>());
         assert!(whole.len() == 1 && whole[0] == (0..one.len()), "{whole:?}");
     }
 }

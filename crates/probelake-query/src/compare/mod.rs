@@ -275,18 +275,19 @@ impl Comparison {
         let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
         let header = header(mode, stack);
         let mut rows = Rows::new(header.len());
-        let (no_rows, empty) = (Vec::new(), DumpFile::default());
+        let empty = DumpFile::default();
         for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
             let (ttensors, gtensors) = if mode == CompareMode::Tensor {
                 (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
             } else {
                 Default::default()
             };
+            let matched = plan.file_rows(file_no);
             let pair = FilePair {
                 mode,
                 stack,
                 npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
-                matched: plan.rows.get(&file_no).unwrap_or(&no_rows),
+                matched: &matched,
                 ttensors: &ttensors,
                 gtensors: &gtensors,
             };

@@ -15,7 +15,7 @@ use probelake_format::Unit;
 use super::leaf_side::{side_of_leaf, LeafArrays, LEAF_COLUMNS};
 use super::load::FileKey;
 use super::prepared::{PairFiles, PreparedPlans};
-use super::rows::Side;
+use super::rows::MatchedRow;
 use super::threads::{cores, map_scoped};
 use super::CompareError;
 use crate::session::RunSession;
@@ -103,21 +103,33 @@ fn leaf_select() -> String {
     format!("{}, {}", side("t"), side("g"))
 }
 
+/// The order of the compare rows: target parse order, then bench parse order among several
+/// matches (NULLs, an unmatched row's bench columns, last).
+const ROW_ORDER: [&str; 7] = ["file_no", "t_seq", "t_state", "t_leaf", "g_seq", "g_state", "g_leaf"];
+
 /// The SQL of the comparison of `t` (schema `target`) with `g` (schema `golden`): one row per
 /// compare row, in msprobe's order (target parse order, then bench parse order among several
-/// matches), with `matched` false where there is no bench row or the dtype gate refuses it, and
-/// each side's leaf as its `dump` columns (`t_kind` … `g_raw`).
+/// matches), with `matched` false where there is no bench row or the dtype gate refuses it,
+/// each side's leaf as its `dump` columns (`t_kind` … `g_raw`) and the columns of the order
+/// (`t_seq`, `t_state`, `t_leaf`, `g_seq`, `g_state`, `g_leaf`).
 pub fn compare_sql(t: &Unit, g: &Unit) -> String {
+    format!("{}\nORDER BY {}", unordered_compare_sql(t, g), ROW_ORDER.join(", "))
+}
+
+/// [`compare_sql`] without its `ORDER BY`. `run_in` orders the rows itself: a sort in the plan
+/// moved both sides' twelve leaf columns once more (the plan's largest sort), where ordering
+/// references to the rows built from them moves nothing.
+fn unordered_compare_sql(t: &Unit, g: &Unit) -> String {
     format!(
         "WITH {},
 {}
 SELECT t.file_no, t.name AS t_name, t.item AS t_item, g.name AS g_name, g.item AS g_item, {},
        g.item IS NOT NULL AND ((t.cmp_dtype IS NOT DISTINCT FROM g.cmp_dtype)
            OR (t.cmp_dtype IN {TORCH_FLOATS} AND g.cmp_dtype IN {TORCH_FLOATS})
-           OR (t.cmp_dtype IN {MS_FLOATS} AND g.cmp_dtype IN {MS_FLOATS})) AS matched
+           OR (t.cmp_dtype IN {MS_FLOATS} AND g.cmp_dtype IN {MS_FLOATS})) AS matched,
+       t.seq AS t_seq, t.state AS t_state, t.leaf AS t_leaf, g.seq AS g_seq, g.state AS g_state, g.leaf AS g_leaf
 FROM t_keyed t
-LEFT JOIN g_keyed g ON t.file_no = g.file_no AND t.cmp_key = g.cmp_key
-ORDER BY t.file_no, t.seq, t.state, t.leaf, g.seq, g.state, g.leaf",
+LEFT JOIN g_keyed g ON t.file_no = g.file_no AND t.cmp_key = g.cmp_key",
         side_ctes("t", "target", t),
         side_ctes("g", "golden", g),
         leaf_select()
@@ -163,8 +175,18 @@ pub(crate) struct PlanOutput {
     pub target_files: Vec<PlanFile>,
     /// Golden files in pairing order.
     pub golden_files: Vec<PlanFile>,
-    /// file_no (1-based) → matched rows in msprobe's order.
-    pub rows: HashMap<i64, Vec<(Side, Option<Side>)>>,
+    /// The compare rows, one vector per plan batch, in the order the plan returned them.
+    rows: Vec<Vec<MatchedRow>>,
+    /// file_no (1-based) → (batch, row) of its rows in `rows`, in msprobe's order.
+    order: HashMap<i64, Vec<(u32, u32)>>,
+}
+
+impl PlanOutput {
+    /// The rows of dump file `file_no` (1-based), in msprobe's order.
+    pub(crate) fn file_rows(&self, file_no: i64) -> Vec<&MatchedRow> {
+        let order = self.order.get(&file_no).map_or(&[][..], Vec::as_slice);
+        order.iter().filter_map(|&(b, r)| self.rows.get(b as usize)?.get(r as usize)).collect()
+    }
 }
 
 fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef, CompareError> {
@@ -196,7 +218,7 @@ pub(crate) async fn run_in(
     g: &Unit,
 ) -> Result<PlanOutput, CompareError> {
     let started = std::time::Instant::now();
-    let plans = prepared.plans(session, files, &[&files_sql(t, g), &compare_sql(t, g)]).await?;
+    let plans = prepared.plans(session, files, &[&files_sql(t, g), &unordered_compare_sql(t, g)]).await?;
     let [files_plan, compare_plan] =
         <[_; 2]>::try_from(plans).map_err(|_| CompareError::Schema("the comparison has two plans".into()))?;
     tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans made");
@@ -222,28 +244,34 @@ pub(crate) async fn run_in(
             }
         }
     }
-    // Sized first: a row of both sides is ~600 bytes, so a unit's rows grown by doubling were
-    // copied and faulted in again at every step (tens of MB for a 10 MB dump pair).
-    let sides = sides_of_batches(&batches)?;
-    let mut per_file: HashMap<i64, usize> = HashMap::new();
-    for (file_no, ..) in sides.iter().flatten() {
-        *per_file.entry(*file_no).or_default() += 1;
+    let batches = sides_of_batches(&batches)?;
+    let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
+    for (b, batch) in (0u32..).zip(&batches) {
+        for (r, (file_no, order)) in (0u32..).zip(&batch.order) {
+            by_file.entry(*file_no).or_default().push((*order, b, r));
+        }
     }
-    for (file_no, npu, bench) in sides.into_iter().flatten() {
-        out.rows
-            .entry(file_no)
-            .or_insert_with(|| Vec::with_capacity(per_file.get(&file_no).copied().unwrap_or_default()))
-            .push((npu, bench));
+    for (file_no, mut rows) in by_file {
+        rows.sort_unstable();
+        out.order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
     }
+    out.rows = batches.into_iter().map(|b| b.rows).collect();
     Ok(out)
 }
 
-/// A compare row of the plan: its file number and both sides.
-type PlanRow = (i64, Side, Option<Side>);
+/// Where a row sorts inside its file: the target leaf's `(seq, state, leaf)`, then the bench
+/// leaf's, each value as `(is NULL, value)` so that NULLs sort last as in SQL.
+type RowOrder = [(bool, i64); 6];
+
+/// The rows of one plan batch with their file numbers and sort keys, index for index.
+struct BatchRows {
+    rows: Vec<MatchedRow>,
+    order: Vec<(i64, RowOrder)>,
+}
 
 /// The rows of each batch, in order. Reading a side's cells out of its leaf is most of the
 /// work after the join, so the batches are shared out over the cores, a run of them each.
-fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<Vec<PlanRow>>, CompareError> {
+fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<BatchRows>, CompareError> {
     let per_core = batches.len().div_ceil(cores()).max(1);
     let runs: Vec<&[RecordBatch]> = batches.chunks(per_core).collect();
     let mut out = Vec::with_capacity(batches.len());
@@ -253,7 +281,7 @@ fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<Vec<PlanRow>>, Compar
     Ok(out)
 }
 
-fn sides_of_batch(batch: &RecordBatch) -> Result<Vec<PlanRow>, CompareError> {
+fn sides_of_batch(batch: &RecordBatch) -> Result<BatchRows, CompareError> {
     let file_no = as_type(batch, "file_no", &DataType::Int64)?;
     let texts = ["t_name", "t_item", "g_name", "g_item"].map(|c| as_type(batch, c, &DataType::Utf8));
     let [t_name, t_item, g_name, g_item] = texts;
@@ -261,14 +289,24 @@ fn sides_of_batch(batch: &RecordBatch) -> Result<Vec<PlanRow>, CompareError> {
     let (t_leaf, g_leaf) = (LeafArrays::new(batch, "t_")?, LeafArrays::new(batch, "g_")?);
     let matched = as_type(batch, "matched", &DataType::Boolean)?;
     let matched = matched.as_boolean();
-    let mut rows = Vec::with_capacity(batch.num_rows());
+    let mut keys = Vec::with_capacity(ROW_ORDER.len() - 1);
+    for c in &ROW_ORDER[1..] {
+        keys.push(as_type(batch, c, &DataType::Int64)?);
+    }
+    let keys: Vec<_> = keys.iter().map(|k| k.as_primitive::<Int64Type>()).collect();
+    let mut out = BatchRows { rows: Vec::with_capacity(batch.num_rows()), order: Vec::with_capacity(batch.num_rows()) };
     for i in 0..batch.num_rows() {
         let (Some(item), Some(name)) = (opt_str(&t_item, i), opt_str(&t_name, i)) else { continue };
         let npu = side_of_leaf(item, name, &t_leaf.get(i));
         let bench = (matched.is_valid(i) && matched.value(i))
             .then(|| Some(side_of_leaf(opt_str(&g_item, i)?, opt_str(&g_name, i)?, &g_leaf.get(i))))
             .flatten();
-        rows.push((opt_i64(&file_no, i).unwrap_or_default(), npu, bench));
+        let mut order = RowOrder::default();
+        for (slot, key) in order.iter_mut().zip(&keys) {
+            *slot = if key.is_valid(i) { (false, key.value(i)) } else { (true, 0) };
+        }
+        out.rows.push((npu, bench));
+        out.order.push((opt_i64(&file_no, i).unwrap_or_default(), order));
     }
-    Ok(rows)
+    Ok(out)
 }

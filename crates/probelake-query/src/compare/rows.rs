@@ -34,6 +34,10 @@ pub(crate) struct Side {
     pub has_md5: bool,
 }
 
+/// A target leaf with the bench leaf it is compared with, if any (`None` where there is none
+/// or the dtype gate refuses it).
+pub(crate) type MatchedRow = (Side, Option<Side>);
+
 impl Side {
     /// The cell texts of the requires_grad column.
     pub(crate) fn requires_grad_cell(&self) -> &str {
