@@ -1,7 +1,8 @@
 //! The DataFusion plan of a comparison: both sides' leaves of a unit, their join keys (with
-//! msprobe's backward renumbering), the LEFT JOIN NPU → bench with the dtype gate, in msprobe's
-//! row order. Per-row rules are the `msprobe_*` SQL functions of `crate::udf`; each side's leaf
-//! comes out as its typed `dump` columns, which `leaf_side` reads the cells from.
+//! msprobe's backward renumbering), the LEFT JOIN NPU → bench with the dtype gate, and the
+//! columns of msprobe's row order, which `run_in` sorts by. Per-row rules are the `msprobe_*`
+//! SQL functions of `crate::udf`; each side's leaf comes out as its typed `dump` columns, which
+//! `leaf_side` reads the cells from.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -244,6 +245,7 @@ pub(crate) async fn run_in(
             }
         }
     }
+    // The rows stay where they were built; each file gets the places of its rows, sorted.
     let batches = sides_of_batches(&batches)?;
     let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
     for (b, batch) in (0u32..).zip(&batches) {
@@ -269,7 +271,7 @@ struct BatchRows {
     order: Vec<(i64, RowOrder)>,
 }
 
-/// The rows of each batch, in order. Reading a side's cells out of its leaf is most of the
+/// The rows of each batch, in the plan's order. Reading a side's cells out of its leaf is most of the
 /// work after the join, so the batches are shared out over the cores, a run of them each.
 fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<BatchRows>, CompareError> {
     let per_core = batches.len().div_ceil(cores()).max(1);
