@@ -240,9 +240,17 @@ impl Comparison {
         // The dump files' context (tasks, stacks) does not depend on the plan: it is read beside it.
         let context = SpawnedTask::spawn(read_contexts(target.clone(), t.clone(), golden.clone(), g.clone()));
         let session = RunSession::open(runs, false).await?;
-        // Kept plans run again for other pairs, and DataFusion cannot reset a dynamic filter.
-        session.context().state_ref().write().config_mut().options_mut().optimizer.enable_dynamic_filter_pushdown =
-            false;
+        {
+            let state = session.context().state_ref();
+            let mut state = state.write();
+            let optimizer = &mut state.config_mut().options_mut().optimizer;
+            // Kept plans run again for other pairs, and DataFusion cannot reset a dynamic filter.
+            optimizer.enable_dynamic_filter_pushdown = false;
+            // The join sides as written: without statistics for the small file list, the
+            // optimizer built the hash table from a side's every leaf (all its columns
+            // gathered into one batch) and probed it with the file list.
+            optimizer.join_reordering = false;
+        }
         let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
         let plan = plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
         let planned = started.elapsed();

@@ -72,8 +72,8 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
            msprobe_backward_group(d.name) AS backward_group,
            d.kind, d.dtype, d.shape, d.max, d.min, d.mean, d.norm, d.requires_grad,
            d.md5, d.data_name, d.value, d.raw
-    FROM {schema}.dump d
-    JOIN {p}_files f ON (d.inner_step IS NOT DISTINCT FROM f.inner_step) AND (d.pid IS NOT DISTINCT FROM f.pid)
+    FROM {p}_files f
+    JOIN {schema}.dump d ON (d.inner_step IS NOT DISTINCT FROM f.inner_step) AND (d.pid IS NOT DISTINCT FROM f.pid)
     WHERE {d} AND msprobe_compare_state(d.name, d.section) IS NOT NULL
 ),
 {p}_ranked AS (
