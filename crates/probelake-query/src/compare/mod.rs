@@ -7,11 +7,11 @@
 //! `docs/compare.md`.
 //!
 //! The pieces: `plan` is the DataFusion plan that selects both sides' leaves, keys them (with
-//! backward renumbering) and joins them, then puts the rows in msprobe's order, through the SQL functions of
-//! `crate::udf` built on `rows` (per-row rules); `load` reads the per-file context (task, stacks,
-//! tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules` the Result and
-//! Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like pandas; `typed`
-//! turns the table into typed Arrow columns for Parquet.
+//! backward renumbering) and joins them, through the SQL functions of `crate::udf` built on
+//! `rows` (per-row rules), then puts the rows in msprobe's order; `load` reads the per-file
+//! context (task, stacks, tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules`
+//! the Result and Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like
+//! pandas; `typed` turns the table into typed Arrow columns for Parquet.
 
 mod build;
 mod cells;

@@ -271,8 +271,8 @@ struct BatchRows {
     order: Vec<(i64, RowOrder)>,
 }
 
-/// The rows of each batch, in the plan's order. Reading a side's cells out of its leaf is most of the
-/// work after the join, so the batches are shared out over the cores, a run of them each.
+/// The rows of each batch, in the plan's order. Reading a side's cells out of its leaf is most
+/// of the work after the join, so the batches are shared out over the cores, a run of them each.
 fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<BatchRows>, CompareError> {
     let per_core = batches.len().div_ceil(cores()).max(1);
     let runs: Vec<&[RecordBatch]> = batches.chunks(per_core).collect();
