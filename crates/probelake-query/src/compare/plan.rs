@@ -32,16 +32,19 @@ fn unit_filter(alias: &str, unit: &Unit) -> String {
     )
 }
 
-/// The `dump` columns a leaf's JSON is rebuilt from, as `msprobe_leaf_json`'s arguments.
-const LEAF_JSON: &str =
-    "msprobe_leaf_json(kind, dtype, shape, max, min, mean, norm, requires_grad, md5, data_name, value, raw)";
+/// A leaf's `dump` columns as SQL arguments, in [`LEAF_COLUMNS`] order: the order
+/// `msprobe_leaf_json` and `msprobe_compare_dtype` take them in (`LeafArrays::from_columns`).
+fn leaf_args() -> String {
+    LEAF_COLUMNS.join(", ")
+}
 
 /// The dtype cell of a leaf (`msprobe_compare_dtype`), read from its `dump` columns: a tensor
 /// or a plain scalar (most leaves) without rendering its JSON. Given as a `CASE` on the columns
 /// with the JSON form in the `ELSE` branch, it cost a sixth of each side's plan: one leaf in
 /// seven (the scalars) was rendered to JSON and parsed back.
-const DTYPE_CELL: &str =
-    "msprobe_compare_dtype(item, name, kind, dtype, shape, max, min, mean, norm, requires_grad, md5, data_name, value, raw)";
+fn dtype_cell() -> String {
+    format!("msprobe_compare_dtype(item, name, {})", leaf_args())
+}
 
 /// Whether a leaf has an `md5` field (`msprobe_leaf_has_md5`). A leaf stored without `raw` is
 /// rendered with its `md5` column when it is a tensor (a dtype or a shape) and without one when
@@ -49,7 +52,8 @@ const DTYPE_CELL: &str =
 fn has_md5() -> String {
     format!(
         "CASE WHEN raw IS NULL AND kind IS NOT NULL THEN md5 IS NOT NULL AND (dtype IS NOT NULL OR shape IS NOT NULL)
-                ELSE msprobe_leaf_has_md5({LEAF_JSON}) END"
+                ELSE msprobe_leaf_has_md5(msprobe_leaf_json({})) END",
+        leaf_args()
     )
 }
 
@@ -59,6 +63,7 @@ fn has_md5() -> String {
 /// join key and dtype cell.
 fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
     let (f, d) = (unit_filter("s", unit), unit_filter("d", unit));
+    let dtype = dtype_cell();
     format!(
         "{p}_files AS (
     SELECT inner_step, pid,
@@ -83,7 +88,7 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
 ),
 {p}_keyed AS (
     SELECT *, msprobe_compare_key(name, item, backward_order) AS cmp_key,
-           {DTYPE_CELL} AS cmp_dtype
+           {dtype} AS cmp_dtype
     FROM {p}_ranked
 )"
     )
