@@ -67,7 +67,7 @@ pub(crate) struct FilePair<'a> {
     /// The target's dump file (its stacks).
     pub npu_file: &'a DumpFile,
     /// Target rows with their matched golden rows, in msprobe's order.
-    pub matched: &'a [&'a MatchedRow],
+    pub matched: &'a [&'a MatchedRow<'a>],
     pub ttensors: &'a HashMap<String, Arc<TensorData>>,
     pub gtensors: &'a HashMap<String, Arc<TensorData>>,
 }
@@ -85,7 +85,7 @@ pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) {
 }
 
 /// Cuts `matched` into one range per core, each ending where a dump key ends.
-fn key_chunks(matched: &[&MatchedRow]) -> Vec<std::ops::Range<usize>> {
+fn key_chunks(matched: &[&MatchedRow<'_>]) -> Vec<std::ops::Range<usize>> {
     let count = (matched.len() / ROWS_PER_THREAD).clamp(1, cores());
     let mut ranges = Vec::with_capacity(count);
     let mut start = 0;
@@ -130,8 +130,8 @@ fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool
     };
     let mut start = 0;
     while start < matched.len() {
-        let key = &matched[start].0.key;
-        let end = matched[start..].iter().position(|(n, _)| &n.key != key).map_or(matched.len(), |p| start + p);
+        let key = matched[start].0.key;
+        let end = matched[start..].iter().position(|(n, _)| n.key != key).map_or(matched.len(), |p| start + p);
         let group = &matched[start..end];
         head.clear();
         let rule_rows: Vec<RuleRow<'_>> =
@@ -143,7 +143,7 @@ fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool
             rows.push_with(|out| verdict.write_messages(out));
             if pair.stack {
                 // msprobe prints a key's stack on its first row only.
-                match (i == 0, pair.npu_file.stacks.get(&n.key)) {
+                match (i == 0, pair.npu_file.stacks.get(n.key)) {
                     (true, Some(cell)) => rows.push(cell),
                     _ => rows.push(NA),
                 }
@@ -162,19 +162,19 @@ fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool
 /// the rules read of the row.
 fn head_cells<'a>(
     pair: &FilePair<'a>,
-    n: &'a Side,
-    b: Option<&'a Side>,
+    n: &'a Side<'a>,
+    b: Option<&'a Side<'a>>,
     floats: [[bool; 4]; 2],
     head: &mut Rows,
 ) -> RuleRow<'a> {
     let mode = pair.mode;
     let n_stats = columns::as_table(&n.stats, floats[0]);
     let b_stats = b.map(|b| columns::as_table(&b.stats, floats[1]));
-    let bench_name = b.map_or(NA, |b| b.name.as_str());
+    let bench_name = b.map_or(NA, |b| b.name);
     let dtypes = [n.dtype.as_deref().unwrap_or(NA), b.and_then(|b| b.dtype.as_deref()).unwrap_or(NA)];
     let shapes = [n.shape.as_deref().unwrap_or(NA), b.and_then(|b| b.shape.as_deref()).unwrap_or(NA)];
     let rg = [n.requires_grad_cell(), b.map_or(NA, Side::requires_grad_cell)];
-    for cell in [n.name.as_str(), bench_name, dtypes[0], dtypes[1], shapes[0], shapes[1], rg[0], rg[1]] {
+    for cell in [n.name, bench_name, dtypes[0], dtypes[1], shapes[0], shapes[1], rg[0], rg[1]] {
         head.push(cell);
     }
     let stat_cells = |head: &mut Rows, s: Option<&[PyVal; 4]>| match s {
@@ -216,8 +216,8 @@ fn head_cells<'a>(
         None => (None, None),
     };
     RuleRow {
-        key: &n.key,
-        npu_name: &n.name,
+        key: n.key,
+        npu_name: n.name,
         matched: b.is_some(),
         bench_name,
         dtypes,
@@ -235,10 +235,10 @@ fn head_cells<'a>(
 mod tests {
     use super::*;
 
-    fn side(key: &str) -> Side {
+    fn side(key: &str) -> Side<'_> {
         Side {
-            name: format!("{key}.input.0"),
-            key: key.to_owned(),
+            name: key,
+            key,
             dtype: None,
             shape: None,
             requires_grad: None,
@@ -252,8 +252,8 @@ mod tests {
     #[test]
     fn chunks_end_where_keys_end() {
         let keys: Vec<String> = (0..3 * ROWS_PER_THREAD).map(|i| format!("k{}", i / 7)).collect();
-        let rows: Vec<MatchedRow> = keys.iter().map(|k| (side(k), None)).collect();
-        let matched: Vec<&MatchedRow> = rows.iter().collect();
+        let rows: Vec<MatchedRow<'_>> = keys.iter().map(|k| (side(k), None)).collect();
+        let matched: Vec<&MatchedRow<'_>> = rows.iter().collect();
         let chunks = key_chunks(&matched);
         assert_eq!(chunks.first().map(|r| r.start), Some(0));
         assert_eq!(chunks.last().map(|r| r.end), Some(matched.len()));
@@ -262,7 +262,7 @@ mod tests {
             assert_ne!(matched[w[0].end - 1].0.key, matched[w[0].end].0.key, "a key cut in two");
         }
         // One key throughout: nowhere to cut.
-        let one: Vec<MatchedRow> = (0..3 * ROWS_PER_THREAD).map(|_| (side("k"), None)).collect();
+        let one: Vec<MatchedRow<'_>> = (0..3 * ROWS_PER_THREAD).map(|_| (side("k"), None)).collect();
         let whole = key_chunks(&one.iter().collect::<Vec<_>>());
         assert!(whole.len() == 1 && whole[0] == (0..one.len()), "{whole:?}");
     }

@@ -97,7 +97,7 @@ impl<'a> LeafColumns<'a> {
 
 /// The side of a row for leaf `leaf` of entry `name`, row name `item`: the same as
 /// `side_of(item, name, msprobe_leaf_json(leaf))`.
-pub(crate) fn side_of_leaf(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
+pub(crate) fn side_of_leaf<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<'a>) -> Side<'a> {
     if leaf.is_plain_tensor() {
         return tensor_side(item, name, leaf);
     }
@@ -107,9 +107,9 @@ pub(crate) fn side_of_leaf(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Si
             let synthetic = synthetic_fields(item, leaf.kind.unwrap_or_default(), Some(&value), None);
             let md5 = synthetic.md5.unwrap_or_else(|| crc32_hex(py_str_node(&value).as_bytes()));
             return Side {
-                name: item.to_owned(),
-                key: name.to_owned(),
-                dtype: Some(synthetic.dtype),
+                name: item,
+                key: name,
+                dtype: Some(synthetic.dtype.into()),
                 shape: Some(synthetic.shape),
                 requires_grad: None,
                 stats: synthetic.stats,
@@ -128,7 +128,7 @@ const EMPTY_CRC: &str = "00000000";
 /// A tensor leaf without `raw`: `Leaf::render` writes its statistics with `write_f64`, which
 /// always marks a float (`.`/`e`) or writes `NaN`/`Infinity`, so they read back as Python
 /// floats (NaN as msprobe's `Nan` string); in xor mode it writes `md5` instead of them.
-fn tensor_side(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
+fn tensor_side<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<'a>) -> Side<'a> {
     let xor = leaf.md5.is_some_and(|m| m.starts_with("0x"));
     let stat = |s: Option<f64>| match s {
         Some(_) if xor => PyVal::None,
@@ -137,14 +137,14 @@ fn tensor_side(item: &str, name: &str, leaf: &LeafColumns<'_>) -> Side {
         Some(v) => PyVal::Float(v),
     };
     Side {
-        name: item.to_owned(),
-        key: name.to_owned(),
-        dtype: leaf.dtype.map(str::to_owned),
+        name: item,
+        key: name,
+        dtype: leaf.dtype.map(Cow::Borrowed),
         shape: leaf.shape.as_deref().map(py_int_list),
         requires_grad: leaf.requires_grad.map(|b| Cow::Borrowed(py_bool(b))),
         stats: leaf.stats.map(stat),
         // Without a `value` field, the md5 of `str(value)` is that of the empty string.
-        md5: Some(leaf.md5.filter(|m| !m.is_empty()).map_or(Cow::Borrowed(EMPTY_CRC), |m| Cow::Owned(m.to_owned()))),
+        md5: Some(Cow::Borrowed(leaf.md5.filter(|m| !m.is_empty()).unwrap_or(EMPTY_CRC))),
         data_name: data_name_cell(leaf.data_name),
         has_md5: leaf.md5.is_some(),
     }
@@ -159,7 +159,7 @@ pub(crate) struct LeafArrays {
     requires_grad: BooleanArray,
 }
 
-fn text_at(a: &StringArray, i: usize) -> Option<&str> {
+pub(crate) fn text_at(a: &StringArray, i: usize) -> Option<&str> {
     a.is_valid(i).then(|| a.value(i))
 }
 
@@ -241,8 +241,8 @@ mod tests {
         let fast = side_of_leaf(item, name, &leaf);
         let slow = side_of(item, name, &leaf.json());
         assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", leaf.json());
-        assert_eq!(dtype_of(item, &leaf.json()), slow.dtype, "{}", leaf.json());
-        assert_eq!(leaf.compare_dtype(item).map(String::from), slow.dtype, "{}", leaf.json());
+        assert_eq!(dtype_of(item, &leaf.json()).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
+        assert_eq!(leaf.compare_dtype(item).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
     }
 
     #[test]

@@ -17,8 +17,8 @@ pub(crate) fn crc32_hex(bytes: &[u8]) -> String {
 }
 
 /// The `NPU MD5` / `BENCH MD5` cells.
-pub(crate) fn md5_cells<'a>(npu: &'a Side, bench: Option<&'a Side>) -> [&'a str; 2] {
-    let cell = |s: Option<&'a Side>| s.and_then(|s| s.md5.as_deref()).unwrap_or("N/A");
+pub(crate) fn md5_cells<'a>(npu: &'a Side<'_>, bench: Option<&'a Side<'_>>) -> [&'a str; 2] {
+    let cell = |s: Option<&'a Side<'_>>| s.and_then(|s| s.md5.as_deref()).unwrap_or("N/A");
     [cell(Some(npu)), cell(bench)]
 }
 

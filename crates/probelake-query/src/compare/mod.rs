@@ -253,6 +253,7 @@ impl Comparison {
         }
         let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
         let plan = plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
+        let matched = plan.matched_rows();
         let planned = started.elapsed();
         let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
         if tfiles.is_empty() {
@@ -290,12 +291,12 @@ impl Comparison {
             } else {
                 Default::default()
             };
-            let matched = plan.file_rows(file_no);
+            let file_rows = matched.file_rows(file_no);
             let pair = FilePair {
                 mode,
                 stack,
                 npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
-                matched: &matched,
+                matched: &file_rows,
                 ttensors: &ttensors,
                 gtensors: &gtensors,
             };

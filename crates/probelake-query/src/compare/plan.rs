@@ -7,13 +7,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::physical_plan::collect;
 use probelake_format::Unit;
 
-use super::leaf_side::{side_of_leaf, LeafArrays, LEAF_COLUMNS};
+use super::leaf_side::{side_of_leaf, text_at, LeafArrays, LEAF_COLUMNS};
 use super::load::FileKey;
 use super::prepared::{PairFiles, PreparedPlans};
 use super::rows::MatchedRow;
@@ -175,21 +175,54 @@ pub(crate) struct PlanFile {
 }
 
 /// What the plan returns for a unit pair.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct PlanOutput {
     /// Target files in pairing order.
     pub target_files: Vec<PlanFile>,
     /// Golden files in pairing order.
     pub golden_files: Vec<PlanFile>,
-    /// The compare rows, one vector per plan batch, in the order the plan returned them.
-    rows: Vec<Vec<MatchedRow>>,
+    /// The columns of the compare rows, one per plan batch, in the order the plan returned them.
+    batches: Vec<RowColumns>,
+}
+
+impl PlanOutput {
+    /// The compare rows, borrowing their texts from the plan's batches. Reading a side's cells
+    /// out of its leaf is most of the work after the join, so the batches are shared out over
+    /// the cores, a run of them each.
+    pub(crate) fn matched_rows(&self) -> MatchedRows<'_> {
+        let per_core = self.batches.len().div_ceil(cores()).max(1);
+        let runs: Vec<&[RowColumns]> = self.batches.chunks(per_core).collect();
+        let batches: Vec<BatchRows<'_>> = map_scoped(&runs, |run| run.iter().map(RowColumns::rows).collect::<Vec<_>>())
+            .into_iter()
+            .flatten()
+            .collect();
+        // The rows stay where they were built; each file gets the places of its rows, sorted.
+        let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
+        for (b, batch) in (0u32..).zip(&batches) {
+            for (r, (file_no, order)) in (0u32..).zip(&batch.order) {
+                by_file.entry(*file_no).or_default().push((*order, b, r));
+            }
+        }
+        let mut order = HashMap::with_capacity(by_file.len());
+        for (file_no, mut rows) in by_file {
+            rows.sort_unstable();
+            order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
+        }
+        MatchedRows { rows: batches.into_iter().map(|b| b.rows).collect(), order }
+    }
+}
+
+/// The compare rows of a unit pair.
+pub(crate) struct MatchedRows<'a> {
+    /// One vector per plan batch.
+    rows: Vec<Vec<MatchedRow<'a>>>,
     /// file_no (1-based) → (batch, row) of its rows in `rows`, in msprobe's order.
     order: HashMap<i64, Vec<(u32, u32)>>,
 }
 
-impl PlanOutput {
+impl<'a> MatchedRows<'a> {
     /// The rows of dump file `file_no` (1-based), in msprobe's order.
-    pub(crate) fn file_rows(&self, file_no: i64) -> Vec<&MatchedRow> {
+    pub(crate) fn file_rows(&self, file_no: i64) -> Vec<&MatchedRow<'a>> {
         let order = self.order.get(&file_no).map_or(&[][..], Vec::as_slice);
         order.iter().filter_map(|&(b, r)| self.rows.get(b as usize)?.get(r as usize)).collect()
     }
@@ -250,19 +283,7 @@ pub(crate) async fn run_in(
             }
         }
     }
-    // The rows stay where they were built; each file gets the places of its rows, sorted.
-    let batches = sides_of_batches(&batches)?;
-    let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
-    for (b, batch) in (0u32..).zip(&batches) {
-        for (r, (file_no, order)) in (0u32..).zip(&batch.order) {
-            by_file.entry(*file_no).or_default().push((*order, b, r));
-        }
-    }
-    for (file_no, mut rows) in by_file {
-        rows.sort_unstable();
-        out.order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
-    }
-    out.rows = batches.into_iter().map(|b| b.rows).collect();
+    out.batches = batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?;
     Ok(out)
 }
 
@@ -271,49 +292,55 @@ pub(crate) async fn run_in(
 type RowOrder = [(bool, i64); 6];
 
 /// The rows of one plan batch with their file numbers and sort keys, index for index.
-struct BatchRows {
-    rows: Vec<MatchedRow>,
+struct BatchRows<'a> {
+    rows: Vec<MatchedRow<'a>>,
     order: Vec<(i64, RowOrder)>,
 }
 
-/// The rows of each batch, in the plan's order. Reading a side's cells out of its leaf is most
-/// of the work after the join, so the batches are shared out over the cores, a run of them each.
-fn sides_of_batches(batches: &[RecordBatch]) -> Result<Vec<BatchRows>, CompareError> {
-    let per_core = batches.len().div_ceil(cores()).max(1);
-    let runs: Vec<&[RecordBatch]> = batches.chunks(per_core).collect();
-    let mut out = Vec::with_capacity(batches.len());
-    for run in map_scoped(&runs, |run| run.iter().map(sides_of_batch).collect::<Result<Vec<_>, _>>()) {
-        out.extend(run?);
-    }
-    Ok(out)
+/// The columns of a plan batch that its rows are read from, as the types they are read as.
+struct RowColumns {
+    file_no: Int64Array,
+    /// `t_name`, `t_item`, `g_name`, `g_item`.
+    names: [StringArray; 4],
+    leaves: [LeafArrays; 2],
+    matched: BooleanArray,
+    /// The columns of [`ROW_ORDER`] after `file_no`.
+    order: [Int64Array; 6],
 }
 
-fn sides_of_batch(batch: &RecordBatch) -> Result<BatchRows, CompareError> {
-    let file_no = as_type(batch, "file_no", &DataType::Int64)?;
-    let texts = ["t_name", "t_item", "g_name", "g_item"].map(|c| as_type(batch, c, &DataType::Utf8));
-    let [t_name, t_item, g_name, g_item] = texts;
-    let (t_name, t_item, g_name, g_item) = (t_name?, t_item?, g_name?, g_item?);
-    let (t_leaf, g_leaf) = (LeafArrays::new(batch, "t_")?, LeafArrays::new(batch, "g_")?);
-    let matched = as_type(batch, "matched", &DataType::Boolean)?;
-    let matched = matched.as_boolean();
-    let mut keys = Vec::with_capacity(ROW_ORDER.len() - 1);
-    for c in &ROW_ORDER[1..] {
-        keys.push(as_type(batch, c, &DataType::Int64)?);
+impl RowColumns {
+    fn new(batch: &RecordBatch) -> Result<Self, CompareError> {
+        let int64 =
+            |c: &str| Ok::<_, CompareError>(as_type(batch, c, &DataType::Int64)?.as_primitive::<Int64Type>().clone());
+        let utf8 = |c: &str| Ok::<_, CompareError>(as_type(batch, c, &DataType::Utf8)?.as_string::<i32>().clone());
+        let [t_name, t_item, g_name, g_item] = ["t_name", "t_item", "g_name", "g_item"].map(utf8);
+        let [o1, o2, o3, o4, o5, o6] =
+            [ROW_ORDER[1], ROW_ORDER[2], ROW_ORDER[3], ROW_ORDER[4], ROW_ORDER[5], ROW_ORDER[6]].map(int64);
+        Ok(RowColumns {
+            file_no: int64(ROW_ORDER[0])?,
+            names: [t_name?, t_item?, g_name?, g_item?],
+            leaves: [LeafArrays::new(batch, "t_")?, LeafArrays::new(batch, "g_")?],
+            matched: as_type(batch, "matched", &DataType::Boolean)?.as_boolean().clone(),
+            order: [o1?, o2?, o3?, o4?, o5?, o6?],
+        })
     }
-    let keys: Vec<_> = keys.iter().map(|k| k.as_primitive::<Int64Type>()).collect();
-    let mut out = BatchRows { rows: Vec::with_capacity(batch.num_rows()), order: Vec::with_capacity(batch.num_rows()) };
-    for i in 0..batch.num_rows() {
-        let (Some(item), Some(name)) = (opt_str(&t_item, i), opt_str(&t_name, i)) else { continue };
-        let npu = side_of_leaf(item, name, &t_leaf.get(i));
-        let bench = (matched.is_valid(i) && matched.value(i))
-            .then(|| Some(side_of_leaf(opt_str(&g_item, i)?, opt_str(&g_name, i)?, &g_leaf.get(i))))
-            .flatten();
-        let mut order = RowOrder::default();
-        for (slot, key) in order.iter_mut().zip(&keys) {
-            *slot = if key.is_valid(i) { (false, key.value(i)) } else { (true, 0) };
+
+    fn rows(&self) -> BatchRows<'_> {
+        let [t_name, t_item, g_name, g_item] = &self.names;
+        let [t_leaf, g_leaf] = &self.leaves;
+        let matched = &self.matched;
+        let mut out = BatchRows { rows: Vec::with_capacity(matched.len()), order: Vec::with_capacity(matched.len()) };
+        for i in 0..matched.len() {
+            let (Some(item), Some(name)) = (text_at(t_item, i), text_at(t_name, i)) else { continue };
+            let npu = side_of_leaf(item, name, &t_leaf.get(i));
+            let bench = (matched.is_valid(i) && matched.value(i))
+                .then(|| Some(side_of_leaf(text_at(g_item, i)?, text_at(g_name, i)?, &g_leaf.get(i))))
+                .flatten();
+            let order =
+                self.order.each_ref().map(|key| if key.is_valid(i) { (false, key.value(i)) } else { (true, 0) });
+            out.rows.push((npu, bench));
+            out.order.push((self.file_no.is_valid(i).then(|| self.file_no.value(i)).unwrap_or_default(), order));
         }
-        out.rows.push((npu, bench));
-        out.order.push((opt_i64(&file_no, i).unwrap_or_default(), order));
+        out
     }
-    Ok(out)
 }
