@@ -84,6 +84,16 @@ impl<'a> LeafColumns<'a> {
         dtype_of(item, &self.json()).map(Cow::Owned)
     }
 
+    /// Whether the leaf has an `md5` field, as `side_of(_, _, &self.json()).has_md5` reads it:
+    /// a leaf stored without `raw` is rendered with its `md5` column when it is a tensor (a
+    /// dtype or a shape) and without one when it is a scalar (`type` and `value` only).
+    pub(crate) fn has_md5(&self) -> bool {
+        if self.raw.is_none() && self.kind.is_some() {
+            return self.md5.is_some() && (self.dtype.is_some() || self.shape.is_some());
+        }
+        side_of("", "", &self.json()).has_md5
+    }
+
     /// Whether the rendered text is a tensor object (`type`, `dtype`, …) made from the columns.
     fn is_plain_tensor(&self) -> bool {
         self.raw.is_none() && self.kind.is_some() && self.dtype.is_some()
@@ -243,6 +253,7 @@ mod tests {
         assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", leaf.json());
         assert_eq!(dtype_of(item, &leaf.json()).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
         assert_eq!(leaf.compare_dtype(item).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
+        assert_eq!(leaf.has_md5(), slow.has_md5, "{}", leaf.json());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!
 //! The pieces: `plan` is the DataFusion plan that selects both sides' leaves, keys them (with
 //! backward renumbering) and joins them, through the SQL functions of `crate::udf` built on
-//! `rows` (per-row rules), then puts the rows in msprobe's order; `load` reads the per-file
+//! `rows` (per-row rules), then puts the rows in msprobe's order; `leaves` scans each side's
+//! leaves and finds a row's leaf by position, `leaf_side` reads its cells; `load` reads the per-file
 //! context (task, stacks, tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules`
 //! the Result and Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like
 //! pandas; `typed` turns the table into typed Arrow columns for Parquet.
@@ -18,6 +19,7 @@ mod cells;
 mod columns;
 mod csv;
 pub(crate) mod leaf_side;
+mod leaves;
 mod load;
 mod md5;
 mod plan;
@@ -253,7 +255,7 @@ impl Comparison {
         }
         let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
         let plan = plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
-        let matched = plan.matched_rows();
+        let matched = plan.matched_rows()?;
         let planned = started.elapsed();
         let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
         if tfiles.is_empty() {

@@ -1,8 +1,9 @@
-//! The DataFusion plan of a comparison: both sides' leaves of a unit, their join keys (with
-//! msprobe's backward renumbering), the LEFT JOIN NPU → bench with the dtype gate, and the
-//! columns of msprobe's row order, which `run_in` sorts by. Per-row rules are the `msprobe_*`
-//! SQL functions of `crate::udf`; each side's leaf comes out as its typed `dump` columns, which
-//! `leaf_side` reads the cells from.
+//! The DataFusion plans of a comparison: both sides' leaves of a unit, their join keys (with
+//! msprobe's backward renumbering) and dtype cells, the LEFT JOIN NPU → bench with the dtype
+//! gate, and the columns of msprobe's row order, which `run_in` sorts by. Per-row rules are
+//! the `msprobe_*` SQL functions of `crate::udf`. The join carries each leaf's position, not
+//! its `dump` columns: those come from a plain scan per side (`leaves`), and `leaf_side`
+//! reads the cells from them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::physical_plan::collect;
 use probelake_format::Unit;
 
-use super::leaf_side::{side_of_leaf, text_at, LeafArrays, LEAF_COLUMNS};
+use super::leaf_side::{side_of_leaf, text_at, LEAF_COLUMNS};
+use super::leaves::{leaves_sql, SideLeaves};
 use super::load::FileKey;
 use super::prepared::{PairFiles, PreparedPlans};
 use super::rows::MatchedRow;
@@ -23,7 +25,7 @@ use crate::session::RunSession;
 use crate::QueryError;
 
 /// `step = … AND stage = '…' AND rank = …` for a table alias.
-fn unit_filter(alias: &str, unit: &Unit) -> String {
+pub(crate) fn unit_filter(alias: &str, unit: &Unit) -> String {
     format!(
         "{alias}.step = {} AND {alias}.stage = '{}' AND {alias}.rank = {}",
         unit.step,
@@ -32,54 +34,47 @@ fn unit_filter(alias: &str, unit: &Unit) -> String {
     )
 }
 
-/// A leaf's `dump` columns as SQL arguments, in [`LEAF_COLUMNS`] order: the order
-/// `msprobe_leaf_json` and `msprobe_compare_dtype` take them in (`LeafArrays::from_columns`).
-fn leaf_args() -> String {
-    LEAF_COLUMNS.join(", ")
-}
-
-/// The dtype cell of a leaf (`msprobe_compare_dtype`), read from its `dump` columns: a tensor
+/// The dtype cell of a leaf (`msprobe_compare_dtype`), read from its `dump` columns (in
+/// [`LEAF_COLUMNS`] order, as `LeafArrays::from_columns` reads them): a tensor
 /// or a plain scalar (most leaves) without rendering its JSON. Given as a `CASE` on the columns
 /// with the JSON form in the `ELSE` branch, it cost a sixth of each side's plan: one leaf in
 /// seven (the scalars) was rendered to JSON and parsed back.
 fn dtype_cell() -> String {
-    format!("msprobe_compare_dtype(item, name, {})", leaf_args())
+    format!("msprobe_compare_dtype(d.item, d.name, {})", LEAF_COLUMNS.map(|c| format!("d.{c}")).join(", "))
 }
 
-/// Whether a leaf has an `md5` field (`msprobe_leaf_has_md5`). A leaf stored without `raw` is
-/// rendered with its `md5` column when it is a tensor (a dtype or a shape) and without one when
-/// it is a scalar (`type` and `value` only).
-fn has_md5() -> String {
-    format!(
-        "CASE WHEN raw IS NULL AND kind IS NOT NULL THEN md5 IS NOT NULL AND (dtype IS NOT NULL OR shape IS NOT NULL)
-                ELSE msprobe_leaf_has_md5(msprobe_leaf_json({})) END",
-        leaf_args()
-    )
-}
-
-/// The common table expressions of one side (`t` over schema `target`, `g` over `golden`):
-/// `{p}_files` numbers the unit's dump files (msprobe pairs them by position), `{p}_leaves`
-/// holds one row per compared leaf with its state and `dump` columns, `{p}_keyed` adds its
-/// join key and dtype cell.
-fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
-    let (f, d) = (unit_filter("s", unit), unit_filter("d", unit));
-    let dtype = dtype_cell();
+/// `{p}_files`: the unit's dump files, numbered (msprobe pairs them by position).
+fn files_cte(p: &str, schema: &str, unit: &Unit) -> String {
+    let f = unit_filter("s", unit);
     format!(
         "{p}_files AS (
     SELECT inner_step, pid,
            dense_rank() OVER (ORDER BY inner_step ASC NULLS FIRST, pid ASC NULLS FIRST) AS file_no
     FROM (SELECT s.inner_step, s.pid FROM {schema}.source s WHERE {f}
           UNION SELECT s.inner_step, s.pid FROM {schema}.dump s WHERE {f}) u
-),
+)"
+    )
+}
+
+/// The common table expressions of one side (`t` over schema `target`, `g` over `golden`):
+/// `{p}_files` numbers the unit's dump files, `{p}_leaves` holds one row per compared leaf
+/// with its position, state and dtype cell, `{p}_keyed` adds its join key. The dtype cell is
+/// computed where the leaf's columns are read, so that none of them goes further.
+fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
+    let d = unit_filter("d", unit);
+    let dtype = dtype_cell();
+    format!(
+        "{},
 {p}_leaves AS (
-    SELECT f.file_no, d.seq, d.leaf, d.name, d.item,
-           msprobe_compare_state(d.name, d.section) AS state,
-           msprobe_backward_group(d.name) AS backward_group,
-           d.kind, d.dtype, d.shape, d.max, d.min, d.mean, d.norm, d.requires_grad,
-           d.md5, d.data_name, d.value, d.raw
+    SELECT f.file_no, l.seq, l.leaf, l.name, l.item, l.state, l.backward_group, l.cmp_dtype
     FROM {p}_files f
-    JOIN {schema}.dump d ON (d.inner_step IS NOT DISTINCT FROM f.inner_step) AND (d.pid IS NOT DISTINCT FROM f.pid)
-    WHERE {d} AND msprobe_compare_state(d.name, d.section) IS NOT NULL
+    JOIN (SELECT d.inner_step, d.pid, d.seq, d.leaf, d.name, d.item,
+                 msprobe_compare_state(d.name, d.section) AS state,
+                 msprobe_backward_group(d.name) AS backward_group,
+                 {dtype} AS cmp_dtype
+          FROM {schema}.dump d
+          WHERE {d} AND msprobe_compare_state(d.name, d.section) IS NOT NULL) l
+      ON (l.inner_step IS NOT DISTINCT FROM f.inner_step) AND (l.pid IS NOT DISTINCT FROM f.pid)
 ),
 {p}_ranked AS (
     SELECT *, CAST(dense_rank() OVER (PARTITION BY file_no, backward_group, {SPREAD} ORDER BY seq) - 1 AS BIGINT)
@@ -87,10 +82,10 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
     FROM {p}_leaves
 ),
 {p}_keyed AS (
-    SELECT *, msprobe_compare_key(name, item, backward_order) AS cmp_key,
-           {dtype} AS cmp_dtype
+    SELECT *, msprobe_compare_key(name, item, backward_order) AS cmp_key
     FROM {p}_ranked
-)"
+)",
+        files_cte(p, schema, unit)
     )
 }
 
@@ -103,12 +98,6 @@ const SPREAD: &str = "CASE WHEN backward_group IS NULL THEN seq % 64 END";
 const TORCH_FLOATS: &str = "('torch.float16', 'torch.float32', 'torch.float64', 'torch.bfloat16')";
 const MS_FLOATS: &str = "('Float16', 'Float32', 'Float64', 'BFloat16')";
 
-/// The leaf columns of both sides, `t_kind, …, g_raw`.
-fn leaf_select() -> String {
-    let side = |p: &str| LEAF_COLUMNS.map(|c| format!("{p}.{c} AS {p}_{c}")).join(", ");
-    format!("{}, {}", side("t"), side("g"))
-}
-
 /// The order of the compare rows: target parse order, then bench parse order among several
 /// matches (NULLs, an unmatched row's bench columns, last).
 const ROW_ORDER: [&str; 7] = ["file_no", "t_seq", "t_state", "t_leaf", "g_seq", "g_state", "g_leaf"];
@@ -116,20 +105,21 @@ const ROW_ORDER: [&str; 7] = ["file_no", "t_seq", "t_state", "t_leaf", "g_seq", 
 /// The SQL of the comparison of `t` (schema `target`) with `g` (schema `golden`): one row per
 /// compare row, in msprobe's order (target parse order, then bench parse order among several
 /// matches), with `matched` false where there is no bench row or the dtype gate refuses it,
-/// each side's leaf as its `dump` columns (`t_kind` … `g_raw`) and the columns of the order
-/// (`t_seq`, `t_state`, `t_leaf`, `g_seq`, `g_state`, `g_leaf`).
+/// and where each side's leaf is: `file_no` and (`t_seq`, `t_leaf`) / (`g_seq`, `g_leaf`)
+/// (with `t_state`, `g_state`, the columns of the order). A leaf's `dump` columns are in the
+/// side's `dump` table at that `seq` and `leaf` of the `file_no`-th dump file of the unit.
 pub fn compare_sql(t: &Unit, g: &Unit) -> String {
     format!("{}\nORDER BY {}", unordered_compare_sql(t, g), ROW_ORDER.join(", "))
 }
 
 /// [`compare_sql`] without its `ORDER BY`. `run_in` orders the rows itself: a sort in the plan
-/// moved both sides' twelve leaf columns once more (the plan's largest sort), where ordering
-/// references to the rows built from them moves nothing.
+/// would move every row once more, where ordering references to the rows built from them
+/// moves nothing.
 fn unordered_compare_sql(t: &Unit, g: &Unit) -> String {
     format!(
         "WITH {},
 {}
-SELECT t.file_no, t.name AS t_name, t.item AS t_item, g.name AS g_name, g.item AS g_item, {},
+SELECT t.file_no, t.name AS t_name, t.item AS t_item, g.name AS g_name, g.item AS g_item,
        g.item IS NOT NULL AND ((t.cmp_dtype IS NOT DISTINCT FROM g.cmp_dtype)
            OR (t.cmp_dtype IN {TORCH_FLOATS} AND g.cmp_dtype IN {TORCH_FLOATS})
            OR (t.cmp_dtype IN {MS_FLOATS} AND g.cmp_dtype IN {MS_FLOATS})) AS matched,
@@ -138,32 +128,19 @@ FROM t_keyed t
 LEFT JOIN g_keyed g ON t.file_no = g.file_no AND t.cmp_key = g.cmp_key",
         side_ctes("t", "target", t),
         side_ctes("g", "golden", g),
-        leaf_select()
     )
 }
 
-/// The SQL listing each side's dump files in pairing order, and whether any compared leaf of
-/// the file has an md5 field (md5 mode).
+/// The SQL listing each side's dump files in pairing order.
 fn files_sql(t: &Unit, g: &Unit) -> String {
-    let md5 = has_md5();
-    let side = |p: &str, name: &str| {
-        format!(
-            "SELECT '{name}' AS side, f.file_no, f.inner_step, f.pid, coalesce(bool_or(l.has_md5), false) AS has_md5
-FROM {p}_files f LEFT JOIN (SELECT file_no, {md5} AS has_md5 FROM {p}_leaves) l ON l.file_no = f.file_no
-GROUP BY f.file_no, f.inner_step, f.pid"
-        )
-    };
     format!(
-        "WITH {},
-{}
-{}
+        "WITH {}, {}
+SELECT 'target' AS side, file_no, inner_step, pid FROM t_files
 UNION ALL
-{}
+SELECT 'golden' AS side, file_no, inner_step, pid FROM g_files
 ORDER BY side, file_no",
-        side_ctes("t", "target", t),
-        side_ctes("g", "golden", g),
-        side("t", "target"),
-        side("g", "golden")
+        files_cte("t", "target", t),
+        files_cte("g", "golden", g),
     )
 }
 
@@ -174,8 +151,7 @@ pub(crate) struct PlanFile {
     pub has_md5: bool,
 }
 
-/// What the plan returns for a unit pair.
-#[derive(Default)]
+/// What the plans return for a unit pair.
 pub(crate) struct PlanOutput {
     /// Target files in pairing order.
     pub target_files: Vec<PlanFile>,
@@ -183,19 +159,22 @@ pub(crate) struct PlanOutput {
     pub golden_files: Vec<PlanFile>,
     /// The columns of the compare rows, one per plan batch, in the order the plan returned them.
     batches: Vec<RowColumns>,
+    /// The target's compared leaves, then the golden's.
+    leaves: [SideLeaves; 2],
 }
 
 impl PlanOutput {
-    /// The compare rows, borrowing their texts from the plan's batches. Reading a side's cells
+    /// The compare rows, borrowing their texts from the plans' batches. Reading a side's cells
     /// out of its leaf is most of the work after the join, so the batches are shared out over
     /// the cores, a run of them each.
-    pub(crate) fn matched_rows(&self) -> MatchedRows<'_> {
+    pub(crate) fn matched_rows(&self) -> Result<MatchedRows<'_>, CompareError> {
         let per_core = self.batches.len().div_ceil(cores()).max(1);
         let runs: Vec<&[RowColumns]> = self.batches.chunks(per_core).collect();
-        let batches: Vec<BatchRows<'_>> = map_scoped(&runs, |run| run.iter().map(RowColumns::rows).collect::<Vec<_>>())
-            .into_iter()
-            .flatten()
-            .collect();
+        let mut batches: Vec<BatchRows<'_>> = Vec::with_capacity(self.batches.len());
+        let built = map_scoped(&runs, |run| run.iter().map(|b| b.rows(&self.leaves)).collect::<Result<Vec<_>, _>>());
+        for run in built {
+            batches.extend(run?);
+        }
         // The rows stay where they were built; each file gets the places of its rows, sorted.
         let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
         for (b, batch) in (0u32..).zip(&batches) {
@@ -208,7 +187,7 @@ impl PlanOutput {
             rows.sort_unstable();
             order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
         }
-        MatchedRows { rows: batches.into_iter().map(|b| b.rows).collect(), order }
+        Ok(MatchedRows { rows: batches.into_iter().map(|b| b.rows).collect(), order })
     }
 }
 
@@ -232,7 +211,7 @@ fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef, Compar
     batch.column_by_name(name).ok_or_else(|| CompareError::Schema(format!("plan column `{name}` missing")))
 }
 
-fn as_type(batch: &RecordBatch, name: &str, t: &DataType) -> Result<ArrayRef, CompareError> {
+pub(crate) fn as_type(batch: &RecordBatch, name: &str, t: &DataType) -> Result<ArrayRef, CompareError> {
     let a = column(batch, name)?;
     Ok(if a.data_type() == t { a.clone() } else { cast(a, t)? })
 }
@@ -247,8 +226,8 @@ fn opt_str(a: &ArrayRef, i: usize) -> Option<&str> {
     a.is_valid(i).then(|| a.value(i))
 }
 
-/// Runs the comparison plan in a session where the two runs are named `target` and `golden`,
-/// each holding the one unit of the pair whose scans are `files`.
+/// Runs the comparison's plans in a session where the two runs are named `target` and
+/// `golden`, each holding the one unit of the pair whose scans are `files`.
 pub(crate) async fn run_in(
     session: &RunSession,
     files: &PairFiles,
@@ -257,34 +236,50 @@ pub(crate) async fn run_in(
     g: &Unit,
 ) -> Result<PlanOutput, CompareError> {
     let started = std::time::Instant::now();
-    let plans = prepared.plans(session, files, &[&files_sql(t, g), &unordered_compare_sql(t, g)]).await?;
-    let [files_plan, compare_plan] =
-        <[_; 2]>::try_from(plans).map_err(|_| CompareError::Schema("the comparison has two plans".into()))?;
+    let sqls = [files_sql(t, g), unordered_compare_sql(t, g), leaves_sql("target", t), leaves_sql("golden", g)];
+    let plans = prepared.plans(session, files, &sqls.each_ref().map(String::as_str)).await?;
+    let [files_plan, compare_plan, t_leaves, g_leaves] =
+        <[_; 4]>::try_from(plans).map_err(|_| CompareError::Schema("the comparison has four plans".into()))?;
     tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans made");
-    // The file list is a small plan of its own; it runs beside the join, on the cores the
-    // join's single-threaded stages leave idle.
+    // The file lists and the leaf scans are plans of their own; they run beside the join, on
+    // the cores the join's single-threaded stages leave idle.
     let task = session.context().task_ctx();
     let run = |plan| async { collect(plan, Arc::clone(&task)).await.map_err(QueryError::from) };
-    let (files, batches) = futures::try_join!(run(files_plan), run(compare_plan))?;
+    let (files, batches, t_leaves, g_leaves) =
+        futures::try_join!(run(files_plan), run(compare_plan), run(t_leaves), run(g_leaves))?;
     tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans ran");
-    let mut out = PlanOutput::default();
-    for batch in files {
-        let side = as_type(&batch, "side", &DataType::Utf8)?;
-        let inner = as_type(&batch, "inner_step", &DataType::Int64)?;
-        let pid = as_type(&batch, "pid", &DataType::Int64)?;
-        let md5 = as_type(&batch, "has_md5", &DataType::Boolean)?;
-        let md5 = md5.as_boolean();
+    let (target_files, golden_files) = file_lists(&files)?;
+    let jobs = [(&t_leaves, &target_files), (&g_leaves, &golden_files)];
+    let [t_leaves, g_leaves] = <[_; 2]>::try_from(map_scoped(&jobs, |(b, f)| SideLeaves::new(b, f)))
+        .map_err(|_| CompareError::Schema("two sides".into()))?;
+    let (t_leaves, g_leaves) = (t_leaves?, g_leaves?);
+    let listed = |keys: Vec<FileKey>, side: &SideLeaves| {
+        (1i64..).zip(keys).map(|(no, key)| PlanFile { key, has_md5: side.has_md5(no) }).collect()
+    };
+    Ok(PlanOutput {
+        target_files: listed(target_files, &t_leaves),
+        golden_files: listed(golden_files, &g_leaves),
+        batches: batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?,
+        leaves: [t_leaves, g_leaves],
+    })
+}
+
+/// The target's and the golden's dump files, in pairing order, from the file-list plan.
+fn file_lists(batches: &[RecordBatch]) -> Result<(Vec<FileKey>, Vec<FileKey>), CompareError> {
+    let (mut target, mut golden) = (Vec::new(), Vec::new());
+    for batch in batches {
+        let side = as_type(batch, "side", &DataType::Utf8)?;
+        let inner = as_type(batch, "inner_step", &DataType::Int64)?;
+        let pid = as_type(batch, "pid", &DataType::Int64)?;
         for i in 0..batch.num_rows() {
-            let file =
-                PlanFile { key: (opt_i64(&inner, i), opt_i64(&pid, i)), has_md5: md5.is_valid(i) && md5.value(i) };
+            let key = (opt_i64(&inner, i), opt_i64(&pid, i));
             match opt_str(&side, i) {
-                Some("target") => out.target_files.push(file),
-                _ => out.golden_files.push(file),
+                Some("target") => target.push(key),
+                _ => golden.push(key),
             }
         }
     }
-    out.batches = batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?;
-    Ok(out)
+    Ok((target, golden))
 }
 
 /// Where a row sorts inside its file: the target leaf's `(seq, state, leaf)`, then the bench
@@ -302,9 +297,9 @@ struct RowColumns {
     file_no: Int64Array,
     /// `t_name`, `t_item`, `g_name`, `g_item`.
     names: [StringArray; 4],
-    leaves: [LeafArrays; 2],
     matched: BooleanArray,
-    /// The columns of [`ROW_ORDER`] after `file_no`.
+    /// The columns of [`ROW_ORDER`] after `file_no`: `t_seq`, `t_state`, `t_leaf`, `g_seq`,
+    /// `g_state`, `g_leaf`.
     order: [Int64Array; 6],
 }
 
@@ -319,28 +314,42 @@ impl RowColumns {
         Ok(RowColumns {
             file_no: int64(ROW_ORDER[0])?,
             names: [t_name?, t_item?, g_name?, g_item?],
-            leaves: [LeafArrays::new(batch, "t_")?, LeafArrays::new(batch, "g_")?],
             matched: as_type(batch, "matched", &DataType::Boolean)?.as_boolean().clone(),
             order: [o1?, o2?, o3?, o4?, o5?, o6?],
         })
     }
 
-    fn rows(&self) -> BatchRows<'_> {
+    /// The rows of the batch, each side's leaf looked up in `leaves` (target, golden).
+    fn rows<'a>(&'a self, leaves: &'a [SideLeaves; 2]) -> Result<BatchRows<'a>, CompareError> {
         let [t_name, t_item, g_name, g_item] = &self.names;
-        let [t_leaf, g_leaf] = &self.leaves;
+        let [t_seq, _, t_leaf, g_seq, _, g_leaf] = &self.order;
         let matched = &self.matched;
+        let leaf_at = |side: usize, file_no: i64, seq: &Int64Array, leaf: &Int64Array, i: usize| {
+            leaves[side].get(file_no, seq.value(i), leaf.value(i)).ok_or_else(|| {
+                CompareError::Schema(format!(
+                    "{} leaf {}/{} of dump file {file_no} missing from its scan",
+                    ["target", "golden"][side],
+                    seq.value(i),
+                    leaf.value(i)
+                ))
+            })
+        };
         let mut out = BatchRows { rows: Vec::with_capacity(matched.len()), order: Vec::with_capacity(matched.len()) };
         for i in 0..matched.len() {
             let (Some(item), Some(name)) = (text_at(t_item, i), text_at(t_name, i)) else { continue };
-            let npu = side_of_leaf(item, name, &t_leaf.get(i));
-            let bench = (matched.is_valid(i) && matched.value(i))
-                .then(|| Some(side_of_leaf(text_at(g_item, i)?, text_at(g_name, i)?, &g_leaf.get(i))))
-                .flatten();
+            let file_no = self.file_no.is_valid(i).then(|| self.file_no.value(i)).unwrap_or_default();
+            let npu = side_of_leaf(item, name, &leaf_at(0, file_no, t_seq, t_leaf, i)?);
+            let bench = match (matched.is_valid(i) && matched.value(i), text_at(g_item, i), text_at(g_name, i)) {
+                (true, Some(item), Some(name)) => {
+                    Some(side_of_leaf(item, name, &leaf_at(1, file_no, g_seq, g_leaf, i)?))
+                }
+                _ => None,
+            };
             let order =
                 self.order.each_ref().map(|key| if key.is_valid(i) { (false, key.value(i)) } else { (true, 0) });
             out.rows.push((npu, bench));
-            out.order.push((self.file_no.is_valid(i).then(|| self.file_no.value(i)).unwrap_or_default(), order));
+            out.order.push((file_no, order));
         }
-        out
+        Ok(out)
     }
 }

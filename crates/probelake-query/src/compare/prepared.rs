@@ -1,7 +1,7 @@
 //! A comparison's physical plans, planned once per shape of unit pair and pointed at the files
 //! of every later pair of that shape.
 //!
-//! Planning a unit pair costs about 30 ms of CPU whatever its size: two statements parsed,
+//! Planning a unit pair costs about 30 ms of CPU whatever its size: its statements parsed,
 //! optimised and planned. With many small units that was a third of a comparison's CPU time.
 //! In a pair's session the unit filters of the SQL become file pruning inside the scans, so the
 //! plans of two pairs differ only in the files their scans read. The first pair of each shape
@@ -111,7 +111,7 @@ impl PreparedPlans {
             .map(|(plan, sql)| plan.ok_or_else(|| CompareError::Schema(format!("no statement in {sql}"))))
             .collect::<Result<Vec<_>, _>>()?;
         self.planned.fetch_add(1, Ordering::Relaxed);
-        if plans.iter().all(|plan| reads_exactly(plan, files)) {
+        if reads_exactly(&plans, files) {
             // Kept unexecuted: a plan that ran holds its state (a join's build side) until reset.
             let fresh = plans.iter().map(|p| reset_plan_states(Arc::clone(p))).collect::<Result<Vec<_>, _>>();
             if let (Ok(fresh), Ok(mut by_shape)) = (fresh, self.by_shape.lock()) {
@@ -156,26 +156,29 @@ fn rebind(plan: &Arc<dyn ExecutionPlan>, files: &PairFiles) -> Result<Option<Arc
     Ok(if fits { Some(reset_plan_states(rebound).map_err(QueryError::from)?) } else { None })
 }
 
-/// Whether the scans of `plan` read exactly `files`: each scan the groups computed for its
-/// table, file for file and whole, and every table with files scanned.
-fn reads_exactly(plan: &Arc<dyn ExecutionPlan>, files: &PairFiles) -> bool {
+/// Whether the scans of `plans` read exactly `files`: each scan the groups computed for its
+/// table, file for file and whole, and every table with files scanned by one of the plans.
+fn reads_exactly(plans: &[Arc<dyn ExecutionPlan>], files: &PairFiles) -> bool {
     let mut exact = true;
     let mut scanned = vec![false; files.scans.len()];
-    let walked = plan.apply(|node| {
-        if let Some(config) = file_scan(node) {
-            let same = files.position_of(config).is_some_and(|k| {
-                scanned[k] = true;
-                same_files(&files.scans[k].groups, &config.file_groups)
-            });
-            if !same {
-                exact = false;
-                return Ok(TreeNodeRecursion::Stop);
+    for plan in plans {
+        let walked = plan.apply(|node| {
+            if let Some(config) = file_scan(node) {
+                let same = files.position_of(config).is_some_and(|k| {
+                    scanned[k] = true;
+                    same_files(&files.scans[k].groups, &config.file_groups)
+                });
+                if !same {
+                    exact = false;
+                    return Ok(TreeNodeRecursion::Stop);
+                }
             }
-        }
-        Ok(TreeNodeRecursion::Continue)
-    });
+            Ok(TreeNodeRecursion::Continue)
+        });
+        exact &= walked.is_ok();
+    }
     let all_scanned = files.scans.iter().zip(&scanned).all(|(s, &scanned)| scanned || s.groups.is_empty());
-    walked.is_ok() && exact && all_scanned
+    exact && all_scanned
 }
 
 fn same_files(a: &[FileGroup], b: &[FileGroup]) -> bool {
