@@ -213,6 +213,16 @@ impl LeafArrays {
         self.requires_grad.len()
     }
 
+    /// `self.get(i).has_md5()`, reading only the columns it needs for a leaf stored without
+    /// `raw` (most leaves).
+    pub(crate) fn has_md5(&self, i: usize) -> bool {
+        let [kind, dtype, md5, _, _, raw] = &self.texts;
+        if raw.is_null(i) && kind.is_valid(i) {
+            return md5.is_valid(i) && (dtype.is_valid(i) || self.shape.is_valid(i));
+        }
+        self.get(i).has_md5()
+    }
+
     /// Row `i`.
     pub(crate) fn get(&self, i: usize) -> LeafColumns<'_> {
         let [kind, dtype, md5, data_name, value, raw] = &self.texts;
@@ -254,6 +264,46 @@ mod tests {
         assert_eq!(dtype_of(item, &leaf.json()).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
         assert_eq!(leaf.compare_dtype(item).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
         assert_eq!(leaf.has_md5(), slow.has_md5, "{}", leaf.json());
+    }
+
+    /// `LeafArrays::has_md5` reads a few columns where `LeafColumns::has_md5` reads the row.
+    #[test]
+    fn md5_flag_from_the_arrays() {
+        use datafusion::arrow::array::{Float64Array, Int64Builder, ListBuilder};
+        let texts = |v: [Option<&str>; 5]| Arc::new(StringArray::from(v.to_vec())) as ArrayRef;
+        let raw = r#"{"type": "torch.Tensor", "dtype": "torch.int64", "shape": [2], "md5": "ab"}"#;
+        let kind = texts([Some("torch.Tensor"), Some("int"), Some("torch.Tensor"), None, Some("x")]);
+        let dtype = texts([Some("torch.float32"), None, Some("torch.int64"), None, None]);
+        let mut shape = ListBuilder::new(Int64Builder::new());
+        for dims in [Some(vec![2]), None, None, None, Some(vec![1])] {
+            match dims {
+                Some(d) => shape.append_value(d.into_iter().map(Some)),
+                None => shape.append_null(),
+            }
+        }
+        let stat = || Arc::new(Float64Array::from(vec![None::<f64>; 5])) as ArrayRef;
+        let requires_grad = Arc::new(BooleanArray::from(vec![None::<bool>; 5])) as ArrayRef;
+        let md5 = texts([Some("1a2b3c4d"), Some("ff"), None, None, Some("ab")]);
+        let none = || texts([None; 5]);
+        let raw = texts([None, None, Some(raw), None, None]);
+        let columns = [
+            kind,
+            dtype,
+            Arc::new(shape.finish()) as ArrayRef,
+            stat(),
+            stat(),
+            stat(),
+            stat(),
+            requires_grad,
+            md5,
+            none(),
+            none(),
+            raw,
+        ];
+        let arrays = LeafArrays::from_columns(&columns).expect("leaf columns");
+        let flags: Vec<bool> = (0..arrays.len()).map(|i| arrays.has_md5(i)).collect();
+        assert_eq!(flags, (0..arrays.len()).map(|i| arrays.get(i).has_md5()).collect::<Vec<_>>());
+        assert_eq!(flags, [true, false, true, false, true]);
     }
 
     #[test]

@@ -69,7 +69,7 @@ impl SideLeaves {
                 // A unit's files are few: a linear search beats hashing the key. A leaf of no
                 // listed file cannot be asked for; `usize::MAX` skips it.
                 let k = files.iter().position(|f| *f == key).unwrap_or(usize::MAX);
-                if k != usize::MAX && !md5[k] && leaves.get(i).has_md5() {
+                if k != usize::MAX && !md5[k] && leaves.has_md5(i) {
                     md5[k] = true;
                 }
                 batch_places.push((k, seq.value(i), leaf.value(i)));

@@ -241,17 +241,36 @@ pub(crate) fn push_py_str_list<S: AsRef<str>>(out: &mut String, items: &[S]) {
 
 /// Python's `str(list_of_int)`: `[2, 8]`.
 pub(crate) fn py_int_list(items: &[i64]) -> String {
-    use std::fmt::Write as _;
     let mut out = String::with_capacity(2 + 6 * items.len());
     out.push('[');
-    for (i, item) in items.iter().enumerate() {
+    for (i, &item) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        let _ = write!(out, "{item}");
+        push_int(&mut out, item);
     }
     out.push(']');
     out
+}
+
+/// Appends `v` in decimal: `core::fmt`'s `{}` costs several times more, and every tensor's
+/// shape is printed this way.
+fn push_int(out: &mut String, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = v.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push('-');
+    }
+    digits[at..].iter().for_each(|&d| out.push(char::from(d)));
 }
 
 /// Python's `repr()` of a JSON value loaded by `json.load` (used inside containers).
@@ -342,6 +361,8 @@ mod tests {
         assert_eq!(py_repr_str("x\n y"), "'x\\n y'");
         assert_eq!(py_str_list(&["-1", "N/A"]), "['-1', 'N/A']");
         assert_eq!((py_int_list(&[2, -8, 0]), py_int_list(&[])), ("[2, -8, 0]".into(), "[]".into()));
+        let extremes = [i64::MIN, i64::MAX, -1, 10, 4096];
+        assert_eq!(py_int_list(&extremes), format!("{extremes:?}"));
         assert_eq!(py_repr_str("é\u{1}\u{85}\u{7f}x\\"), "'é\\x01\\x85\\x7fx\\\\'");
         assert_eq!(py_str_list::<&str>(&[]), "[]");
     }
