@@ -38,12 +38,17 @@ pub(crate) struct SideLeaves {
 
 /// Where each leaf is in the batches: (batch, row) by `(file_no, seq, leaf)`.
 enum Places {
-    /// By file (file_no - 1), the slots of its entries: entry `seq`'s leaves start at
-    /// `starts[seq]`. Entries are numbered from 0 in parse order, so a file's slots are as
-    /// many as its leaves, and a lookup is two reads where a hash table missed the cache.
-    Dense(Vec<(Vec<u32>, Vec<Option<(u32, u32)>>)>),
+    /// By file (file_no - 1). Entries are numbered from 0 in parse order, so a file's slots
+    /// are as many as its leaves, and a lookup is two reads where a hash table missed the cache.
+    Dense(Vec<FileSlots>),
     /// For numbers that are not that dense.
     Hashed(HashMap<(i64, i64, i64), (u32, u32)>),
+}
+
+/// The leaves of one dump file: entry `seq`'s are `slots[starts[seq]..starts[seq + 1]]`.
+struct FileSlots {
+    starts: Vec<u32>,
+    slots: Vec<Option<(u32, u32)>>,
 }
 
 /// One row's place: its file (file_no - 1), seq and leaf.
@@ -127,7 +132,7 @@ impl Places {
             }
             return Places::Hashed(at);
         }
-        let mut by_file: Vec<(Vec<u32>, Vec<Option<(u32, u32)>>)> = widths
+        let mut by_file: Vec<FileSlots> = widths
             .into_iter()
             .map(|widths| {
                 let mut starts = Vec::with_capacity(widths.len() + 1);
@@ -137,12 +142,12 @@ impl Places {
                     next += w;
                 }
                 starts.push(next);
-                (starts, vec![None; next as usize])
+                FileSlots { starts, slots: vec![None; next as usize] }
             })
             .collect();
         for (b, batch) in (0u32..).zip(places) {
             for (r, &(k, seq, leaf)) in (0u32..).zip(batch) {
-                let Some((starts, slots)) = by_file.get_mut(k) else { continue };
+                let Some(FileSlots { starts, slots }) = by_file.get_mut(k) else { continue };
                 if let Some(slot) = starts.get(seq as usize).and_then(|&s| slots.get_mut(s as usize + leaf as usize)) {
                     *slot = Some((b, r));
                 }
@@ -155,7 +160,7 @@ impl Places {
         match self {
             Places::Hashed(at) => at.get(&(file_no, seq, leaf)).copied(),
             Places::Dense(by_file) => {
-                let (starts, slots) = by_file.get(usize::try_from(file_no - 1).ok()?)?;
+                let FileSlots { starts, slots } = by_file.get(usize::try_from(file_no - 1).ok()?)?;
                 let (seq, leaf) = (usize::try_from(seq).ok()?, usize::try_from(leaf).ok()?);
                 let (start, end) = (*starts.get(seq)? as usize, *starts.get(seq + 1)? as usize);
                 if start + leaf >= end {

@@ -337,7 +337,7 @@ impl RowColumns {
         let mut out = BatchRows { rows: Vec::with_capacity(matched.len()), order: Vec::with_capacity(matched.len()) };
         for i in 0..matched.len() {
             let (Some(item), Some(name)) = (text_at(t_item, i), text_at(t_name, i)) else { continue };
-            let file_no = self.file_no.is_valid(i).then(|| self.file_no.value(i)).unwrap_or_default();
+            let file_no = if self.file_no.is_valid(i) { self.file_no.value(i) } else { 0 };
             let npu = side_of_leaf(item, name, &leaf_at(0, file_no, t_seq, t_leaf, i)?);
             let bench = match (matched.is_valid(i) && matched.value(i), text_at(g_item, i), text_at(g_name, i)) {
                 (true, Some(item), Some(name)) => {
