@@ -10,13 +10,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::cells::Rows;
+use super::columns::{self, ColumnKinds};
 use super::load::{DumpFile, TensorData};
+use super::plan::{PlanOutput, RowRef};
 use super::pyfmt::{push_py_str_list, PyVal};
 use super::rows::{MatchedRow, Side};
 use super::rules::{self, Cv, RuleRow, RuleSet};
 use super::tensor::{self, Metric};
 use super::threads::{cores, map_scoped};
-use super::{columns, md5, stats, CompareMode};
+use super::{md5, stats, CompareError, CompareMode};
 
 const NA: &str = "N/A";
 
@@ -66,41 +68,58 @@ pub(crate) struct FilePair<'a> {
     pub stack: bool,
     /// The target's dump file (its stacks).
     pub npu_file: &'a DumpFile,
-    /// Target rows with their matched golden rows, in msprobe's order.
-    pub matched: &'a [&'a MatchedRow<'a>],
+    /// The file's rows in msprobe's order, as places in `plan`'s output.
+    pub rows: &'a [RowRef],
+    /// Where the rows' sides are read from.
+    pub plan: &'a PlanOutput,
     pub ttensors: &'a HashMap<String, Arc<TensorData>>,
     pub gtensors: &'a HashMap<String, Arc<TensorData>>,
 }
 
 /// Appends the rows of `pair` to `out` (as wide as [`header`]`(pair.mode, pair.stack)`).
-pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) {
-    let floats = [
-        columns::float_columns(pair.matched.iter().map(|(n, _)| Some(&n.stats))),
-        columns::float_columns(pair.matched.iter().map(|(_, b)| b.as_ref().map(|b| &b.stats))),
-    ];
-    let chunks = key_chunks(pair.matched);
-    for rows in map_scoped(&chunks, |range| chunk_rows(pair, range.clone(), floats)) {
-        out.append(rows);
+pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) -> Result<(), CompareError> {
+    let keys: Vec<&str> = pair.rows.iter().map(|&row| pair.plan.key(row)).collect();
+    let chunks = key_chunks(&keys);
+    // How pandas types each statistics column depends on every row of the file: a first pass
+    // reads the statistics alone, chunk by chunk.
+    let kinds = map_scoped(&chunks, |range| {
+        let mut kinds = [ColumnKinds::default(); 2];
+        for &row in &pair.rows[range.clone()] {
+            let [npu, bench] = pair.plan.stats(row)?;
+            kinds[0].add(npu.as_ref());
+            kinds[1].add(bench.as_ref());
+        }
+        Ok::<_, CompareError>(kinds)
+    });
+    let mut merged = [ColumnKinds::default(); 2];
+    for part in kinds {
+        let part = part?;
+        merged = [merged[0].merge(part[0]), merged[1].merge(part[1])];
     }
+    let floats = merged.map(|k| k.floats());
+    for rows in map_scoped(&chunks, |range| chunk_rows(pair, range.clone(), floats)) {
+        out.append(rows?);
+    }
+    Ok(())
 }
 
-/// Cuts `matched` into one range per core, each ending where a dump key ends.
-fn key_chunks(matched: &[&MatchedRow<'_>]) -> Vec<std::ops::Range<usize>> {
-    let count = (matched.len() / ROWS_PER_THREAD).clamp(1, cores());
+/// Cuts the rows of dump keys `keys` into one range per core, each ending where a key ends.
+fn key_chunks(keys: &[&str]) -> Vec<std::ops::Range<usize>> {
+    let count = (keys.len() / ROWS_PER_THREAD).clamp(1, cores());
     let mut ranges = Vec::with_capacity(count);
     let mut start = 0;
     for k in 1..count {
-        let mut end = (matched.len() * k / count).max(start + 1);
-        while end < matched.len() && matched[end].0.key == matched[end - 1].0.key {
+        let mut end = (keys.len() * k / count).max(start + 1);
+        while end < keys.len() && keys[end] == keys[end - 1] {
             end += 1;
         }
-        if end >= matched.len() {
+        if end >= keys.len() {
             break;
         }
         ranges.push(start..end);
         start = end;
     }
-    ranges.push(start..matched.len());
+    ranges.push(start..keys.len());
     ranges
 }
 
@@ -114,25 +133,30 @@ fn cv_of_metric(m: &Metric) -> Cv {
 /// The rows of `pair.matched[range]`, which starts and ends at dump-key boundaries. A key's
 /// rows are built at a time: their cells up to `Requires_grad Consistent` into a small buffer
 /// reused for every key, then, with the rules' verdicts, into the rows.
-fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool; 4]; 2]) -> Rows {
+fn chunk_rows(
+    pair: &FilePair<'_>,
+    range: std::ops::Range<usize>,
+    floats: [[bool; 4]; 2],
+) -> Result<Rows, CompareError> {
     let mode = pair.mode;
-    let matched = &pair.matched[range];
+    let refs = &pair.rows[range];
     let full_width = header(mode, pair.stack).len();
     let tail = 2 + usize::from(pair.stack) + usize::from(mode == CompareMode::Tensor);
     let mut head = Rows::new(full_width - tail);
     // Reserved, not touched: a row is a few hundred bytes, and a buffer grown by doubling
     // copies itself and faults in fresh pages at every step.
-    let mut rows = Rows::with_capacity(full_width, matched.len(), matched.len() * 1024);
+    let mut rows = Rows::with_capacity(full_width, refs.len(), refs.len() * 1024);
     let set = match mode {
         CompareMode::Statistics => RuleSet::Statistics,
         CompareMode::Tensor => RuleSet::Tensor,
         CompareMode::Md5 => RuleSet::Md5,
     };
     let mut start = 0;
-    while start < matched.len() {
-        let key = matched[start].0.key;
-        let end = matched[start..].iter().position(|(n, _)| n.key != key).map_or(matched.len(), |p| start + p);
-        let group = &matched[start..end];
+    while start < refs.len() {
+        let key = pair.plan.key(refs[start]);
+        let end = refs[start..].iter().position(|&r| pair.plan.key(r) != key).map_or(refs.len(), |p| start + p);
+        let group: Vec<MatchedRow<'_>> =
+            refs[start..end].iter().map(|&r| pair.plan.row(r)).collect::<Result<_, _>>()?;
         head.clear();
         let rule_rows: Vec<RuleRow<'_>> =
             group.iter().map(|(n, b)| head_cells(pair, n, b.as_ref(), floats, &mut head)).collect();
@@ -155,7 +179,7 @@ fn chunk_rows(pair: &FilePair<'_>, range: std::ops::Range<usize>, floats: [[bool
         }
         start = end;
     }
-    rows
+    Ok(rows)
 }
 
 /// Writes the cells of row `(n, b)` up to `Requires_grad Consistent` into `head`; returns what
@@ -235,35 +259,20 @@ fn head_cells<'a>(
 mod tests {
     use super::*;
 
-    fn side(key: &str) -> Side<'_> {
-        Side {
-            name: key,
-            key,
-            dtype: None,
-            shape: None,
-            requires_grad: None,
-            stats: [PyVal::None, PyVal::None, PyVal::None, PyVal::None],
-            md5: None,
-            data_name: "-1".into(),
-            has_md5: false,
-        }
-    }
-
     #[test]
     fn chunks_end_where_keys_end() {
-        let keys: Vec<String> = (0..3 * ROWS_PER_THREAD).map(|i| format!("k{}", i / 7)).collect();
-        let rows: Vec<MatchedRow<'_>> = keys.iter().map(|k| (side(k), None)).collect();
-        let matched: Vec<&MatchedRow<'_>> = rows.iter().collect();
-        let chunks = key_chunks(&matched);
+        let names: Vec<String> = (0..3 * ROWS_PER_THREAD).map(|i| format!("k{}", i / 7)).collect();
+        let keys: Vec<&str> = names.iter().map(String::as_str).collect();
+        let chunks = key_chunks(&keys);
         assert_eq!(chunks.first().map(|r| r.start), Some(0));
-        assert_eq!(chunks.last().map(|r| r.end), Some(matched.len()));
+        assert_eq!(chunks.last().map(|r| r.end), Some(keys.len()));
         for w in chunks.windows(2) {
             assert_eq!(w[0].end, w[1].start);
-            assert_ne!(matched[w[0].end - 1].0.key, matched[w[0].end].0.key, "a key cut in two");
+            assert_ne!(keys[w[0].end - 1], keys[w[0].end], "a key cut in two");
         }
         // One key throughout: nowhere to cut.
-        let one: Vec<MatchedRow<'_>> = (0..3 * ROWS_PER_THREAD).map(|_| (side("k"), None)).collect();
-        let whole = key_chunks(&one.iter().collect::<Vec<_>>());
+        let one = vec!["k"; 3 * ROWS_PER_THREAD];
+        let whole = key_chunks(&one);
         assert!(whole.len() == 1 && whole[0] == (0..one.len()), "{whole:?}");
     }
 }

@@ -33,28 +33,54 @@ fn kind_of(v: &PyVal) -> Kind {
     }
 }
 
-/// Which of a side's four statistic columns turn their integers into floats. `rows` yields
-/// each row's statistics, `None` for an unmatched row (the string `N/A` in all four).
-pub(crate) fn float_columns<'a>(rows: impl Iterator<Item = Option<&'a [PyVal; 4]>>) -> [bool; 4] {
-    let mut kinds = [Kind::Int; 4];
-    let mut any = false;
-    for row in rows {
-        any = true;
-        for (i, kind) in kinds.iter_mut().enumerate() {
-            let k = row.map_or(Kind::Object, |r| kind_of(&r[i]));
-            *kind = match (*kind, k) {
-                (Kind::Object, _) | (_, Kind::Object) => Kind::Object,
-                (Kind::Float, _) | (_, Kind::Float) => Kind::Float,
-                _ => Kind::Int,
-            };
+/// The pandas dtypes of a side's four statistic columns over the rows added so far; the rows
+/// of a table can be added in parts and the parts merged.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ColumnKinds {
+    kinds: [Kind; 4],
+    any: bool,
+}
+
+impl Default for ColumnKinds {
+    fn default() -> Self {
+        ColumnKinds { kinds: [Kind::Int; 4], any: false }
+    }
+}
+
+fn widest(a: Kind, b: Kind) -> Kind {
+    match (a, b) {
+        (Kind::Object, _) | (_, Kind::Object) => Kind::Object,
+        (Kind::Float, _) | (_, Kind::Float) => Kind::Float,
+        _ => Kind::Int,
+    }
+}
+
+impl ColumnKinds {
+    /// Adds a row's statistics, `None` for an unmatched row.
+    pub(crate) fn add(&mut self, row: Option<&[PyVal; 4]>) {
+        self.any = true;
+        for (i, kind) in self.kinds.iter_mut().enumerate() {
+            *kind = widest(*kind, row.map_or(Kind::Object, |r| kind_of(&r[i])));
         }
     }
-    if !any {
-        return [false; 4];
+
+    /// The kinds over the rows of both.
+    pub(crate) fn merge(self, other: ColumnKinds) -> ColumnKinds {
+        ColumnKinds {
+            kinds: std::array::from_fn(|i| widest(self.kinds[i], other.kinds[i])),
+            any: self.any || other.any,
+        }
     }
-    let all_numeric = kinds.iter().all(|k| *k != Kind::Object);
-    let any_float = kinds.contains(&Kind::Float);
-    kinds.map(|k| k == Kind::Float || (all_numeric && any_float))
+
+    /// Which columns turn their integers into floats.
+    pub(crate) fn floats(&self) -> [bool; 4] {
+        if !self.any {
+            return [false; 4];
+        }
+        let all_numeric = self.kinds.iter().all(|k| *k != Kind::Object);
+        let any_float = self.kinds.contains(&Kind::Float);
+        self.kinds.map(|k| k == Kind::Float || (all_numeric && any_float))
+    }
 }
 
 /// The statistics as the table holds them: integers of float columns as floats.
@@ -70,6 +96,14 @@ pub(crate) fn as_table(stats: &[PyVal; 4], floats: [bool; 4]) -> [PyVal; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which of a side's four statistic columns turn their integers into floats. `rows` yields
+    /// each row's statistics, `None` for an unmatched row (the string `N/A` in all four).
+    fn float_columns<'a>(rows: impl Iterator<Item = Option<&'a [PyVal; 4]>>) -> [bool; 4] {
+        let mut kinds = ColumnKinds::default();
+        rows.for_each(|row| kinds.add(row));
+        kinds.floats()
+    }
 
     fn int(x: i64) -> PyVal {
         PyVal::Int(x.to_string())
@@ -102,5 +136,14 @@ mod tests {
         assert_eq!(float_columns(rows.iter().map(Some).chain([None])), [false; 4]);
         assert_eq!(float_columns(rows.iter().map(Some)), [true; 4]);
         assert_eq!(as_table(&rows[0], [true; 4])[0], PyVal::Float(57.0));
+        // Added in parts and merged, the rows give what they give together.
+        let table =
+            [[int(57), int(12), int(3), int(2)], [int(1), int(2), f(3.5), s("N/A")], [f(1.0), f(2.0), f(3.0), f(4.0)]];
+        for cut in 0..=table.len() {
+            let mut parts = [ColumnKinds::default(); 2];
+            table[..cut].iter().for_each(|r| parts[0].add(Some(r)));
+            table[cut..].iter().for_each(|r| parts[1].add(Some(r)));
+            assert_eq!(parts[0].merge(parts[1]).floats(), floats(&table), "cut at {cut}");
+        }
     }
 }

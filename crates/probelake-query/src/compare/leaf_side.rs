@@ -139,25 +139,37 @@ const EMPTY_CRC: &str = "00000000";
 /// always marks a float (`.`/`e`) or writes `NaN`/`Infinity`, so they read back as Python
 /// floats (NaN as msprobe's `Nan` string); in xor mode it writes `md5` instead of them.
 fn tensor_side<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<'a>) -> Side<'a> {
-    let xor = leaf.md5.is_some_and(|m| m.starts_with("0x"));
-    let stat = |s: Option<f64>| match s {
-        Some(_) if xor => PyVal::None,
-        None => PyVal::None,
-        Some(v) if v.is_nan() => PyVal::Str("Nan".into()),
-        Some(v) => PyVal::Float(v),
-    };
     Side {
         name: item,
         key: name,
         dtype: leaf.dtype.map(Cow::Borrowed),
         shape: leaf.shape.as_deref().map(py_int_list),
         requires_grad: leaf.requires_grad.map(|b| Cow::Borrowed(py_bool(b))),
-        stats: leaf.stats.map(stat),
+        stats: tensor_stats(leaf),
         // Without a `value` field, the md5 of `str(value)` is that of the empty string.
         md5: Some(Cow::Borrowed(leaf.md5.filter(|m| !m.is_empty()).unwrap_or(EMPTY_CRC))),
         data_name: data_name_cell(leaf.data_name),
         has_md5: leaf.md5.is_some(),
     }
+}
+
+/// The statistics of a tensor leaf without `raw` (see [`tensor_side`]).
+fn tensor_stats(leaf: &LeafColumns<'_>) -> [PyVal; 4] {
+    let xor = leaf.md5.is_some_and(|m| m.starts_with("0x"));
+    leaf.stats.map(|s| match s {
+        Some(_) if xor => PyVal::None,
+        None => PyVal::None,
+        Some(v) if v.is_nan() => PyVal::Str("Nan".into()),
+        Some(v) => PyVal::Float(v),
+    })
+}
+
+/// The statistics of `side_of_leaf(item, _, leaf)`, without the rest of the side for a tensor.
+pub(crate) fn leaf_stats(item: &str, leaf: &LeafColumns<'_>) -> [PyVal; 4] {
+    if leaf.is_plain_tensor() {
+        return tensor_stats(leaf);
+    }
+    side_of_leaf(item, "", leaf).stats
 }
 
 /// One side's leaf columns of a plan batch, cast to the types they are read as.
@@ -264,6 +276,7 @@ mod tests {
         assert_eq!(dtype_of(item, &leaf.json()).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
         assert_eq!(leaf.compare_dtype(item).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
         assert_eq!(leaf.has_md5(), slow.has_md5, "{}", leaf.json());
+        assert_eq!(leaf_stats(item, &leaf), slow.stats, "{}", leaf.json());
     }
 
     /// `LeafArrays::has_md5` reads a few columns where `LeafColumns::has_md5` reads the row.

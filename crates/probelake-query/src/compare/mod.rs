@@ -255,7 +255,6 @@ impl Comparison {
         }
         let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
         let plan = plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
-        let matched = plan.matched_rows()?;
         let planned = started.elapsed();
         let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
         if tfiles.is_empty() {
@@ -293,16 +292,16 @@ impl Comparison {
             } else {
                 Default::default()
             };
-            let file_rows = matched.file_rows(file_no);
             let pair = FilePair {
                 mode,
                 stack,
                 npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
-                matched: &file_rows,
+                rows: plan.file_rows(file_no),
+                plan: &plan,
                 ttensors: &ttensors,
                 gtensors: &gtensors,
             };
-            build_rows(&pair, &mut rows);
+            build_rows(&pair, &mut rows)?;
         }
         let target_files = tfiles.iter().map(|f| f.key).collect();
         tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, ?with_context, total = ?started.elapsed(), "compared");

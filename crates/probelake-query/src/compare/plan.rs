@@ -14,12 +14,13 @@ use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::physical_plan::collect;
 use probelake_format::Unit;
 
-use super::leaf_side::{side_of_leaf, text_at, LEAF_COLUMNS};
+use super::leaf_side::{leaf_stats, side_of_leaf, text_at, LeafColumns, LEAF_COLUMNS};
 use super::leaves::{leaves_sql, SideLeaves};
 use super::load::FileKey;
 use super::prepared::{PairFiles, PreparedPlans};
+use super::pyfmt::PyVal;
 use super::rows::MatchedRow;
-use super::threads::{cores, map_scoped};
+use super::threads::map_scoped;
 use super::CompareError;
 use crate::session::RunSession;
 use crate::QueryError;
@@ -161,49 +162,39 @@ pub(crate) struct PlanOutput {
     batches: Vec<RowColumns>,
     /// The target's compared leaves, then the golden's.
     leaves: [SideLeaves; 2],
+    /// file_no (1-based) → its rows, in msprobe's order.
+    order: HashMap<i64, Vec<RowRef>>,
 }
+
+/// A compare row: its batch and its row in that batch.
+pub(crate) type RowRef = (u32, u32);
 
 impl PlanOutput {
-    /// The compare rows, borrowing their texts from the plans' batches. Reading a side's cells
-    /// out of its leaf is most of the work after the join, so the batches are shared out over
-    /// the cores, a run of them each.
-    pub(crate) fn matched_rows(&self) -> Result<MatchedRows<'_>, CompareError> {
-        let per_core = self.batches.len().div_ceil(cores()).max(1);
-        let runs: Vec<&[RowColumns]> = self.batches.chunks(per_core).collect();
-        let mut batches: Vec<BatchRows<'_>> = Vec::with_capacity(self.batches.len());
-        let built = map_scoped(&runs, |run| run.iter().map(|b| b.rows(&self.leaves)).collect::<Result<Vec<_>, _>>());
-        for run in built {
-            batches.extend(run?);
-        }
-        // The rows stay where they were built; each file gets the places of its rows, sorted.
-        let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
-        for (b, batch) in (0u32..).zip(&batches) {
-            for (r, (file_no, order)) in (0u32..).zip(&batch.order) {
-                by_file.entry(*file_no).or_default().push((*order, b, r));
-            }
-        }
-        let mut order = HashMap::with_capacity(by_file.len());
-        for (file_no, mut rows) in by_file {
-            rows.sort_unstable();
-            order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
-        }
-        Ok(MatchedRows { rows: batches.into_iter().map(|b| b.rows).collect(), order })
-    }
-}
-
-/// The compare rows of a unit pair.
-pub(crate) struct MatchedRows<'a> {
-    /// One vector per plan batch.
-    rows: Vec<Vec<MatchedRow<'a>>>,
-    /// file_no (1-based) → (batch, row) of its rows in `rows`, in msprobe's order.
-    order: HashMap<i64, Vec<(u32, u32)>>,
-}
-
-impl<'a> MatchedRows<'a> {
     /// The rows of dump file `file_no` (1-based), in msprobe's order.
-    pub(crate) fn file_rows(&self, file_no: i64) -> Vec<&MatchedRow<'a>> {
-        let order = self.order.get(&file_no).map_or(&[][..], Vec::as_slice);
-        order.iter().filter_map(|&(b, r)| self.rows.get(b as usize)?.get(r as usize)).collect()
+    pub(crate) fn file_rows(&self, file_no: i64) -> &[RowRef] {
+        self.order.get(&file_no).map_or(&[], Vec::as_slice)
+    }
+
+    /// The dump key (the target's entry name) of row `row`.
+    pub(crate) fn key(&self, (b, r): RowRef) -> &str {
+        self.batches.get(b as usize).and_then(|c| text_at(&c.names[0], r as usize)).unwrap_or_default()
+    }
+
+    /// Row `row`'s two sides, borrowing their texts from the plans' batches. They are built
+    /// when the row's cells are, a dump key's rows at a time: built for a whole unit up front,
+    /// they were ~600 bytes a row written and read back (190 MB at 89.6 MB).
+    pub(crate) fn row(&self, row: RowRef) -> Result<MatchedRow<'_>, CompareError> {
+        self.columns(row)?.row(row.1 as usize, &self.leaves)
+    }
+
+    /// The statistics of row `row`'s target side and, where it is matched, its bench side: what
+    /// `self.row(row)` gives them, without the rest of the sides.
+    pub(crate) fn stats(&self, row: RowRef) -> Result<[Option<[PyVal; 4]>; 2], CompareError> {
+        self.columns(row)?.stats(row.1 as usize, &self.leaves)
+    }
+
+    fn columns(&self, (b, _): RowRef) -> Result<&RowColumns, CompareError> {
+        self.batches.get(b as usize).ok_or_else(|| CompareError::Schema(format!("no plan batch {b}")))
     }
 }
 
@@ -256,11 +247,23 @@ pub(crate) async fn run_in(
     let listed = |keys: Vec<FileKey>, side: &SideLeaves| {
         (1i64..).zip(keys).map(|(no, key)| PlanFile { key, has_md5: side.has_md5(no) }).collect()
     };
+    let batches: Vec<RowColumns> = batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?;
+    // Each file gets the places of its rows, sorted; the rows are built from them later.
+    let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
+    for (b, columns) in (0u32..).zip(&batches) {
+        columns.order_into(b, &mut by_file);
+    }
+    let mut order = HashMap::with_capacity(by_file.len());
+    for (file_no, mut rows) in by_file {
+        rows.sort_unstable();
+        order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
+    }
     Ok(PlanOutput {
         target_files: listed(target_files, &t_leaves),
         golden_files: listed(golden_files, &g_leaves),
-        batches: batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?,
+        batches,
         leaves: [t_leaves, g_leaves],
+        order,
     })
 }
 
@@ -286,11 +289,8 @@ fn file_lists(batches: &[RecordBatch]) -> Result<(Vec<FileKey>, Vec<FileKey>), C
 /// leaf's, each value as `(is NULL, value)` so that NULLs sort last as in SQL.
 type RowOrder = [(bool, i64); 6];
 
-/// The rows of one plan batch with their file numbers and sort keys, index for index.
-struct BatchRows<'a> {
-    rows: Vec<MatchedRow<'a>>,
-    order: Vec<(i64, RowOrder)>,
-}
+/// One side of a compare row as the plans give it: row name, dump key, leaf.
+type RowLeaf<'a> = (&'a str, &'a str, LeafColumns<'a>);
 
 /// The columns of a plan batch that its rows are read from, as the types they are read as.
 struct RowColumns {
@@ -319,12 +319,31 @@ impl RowColumns {
         })
     }
 
-    /// The rows of the batch, each side's leaf looked up in `leaves` (target, golden).
-    fn rows<'a>(&'a self, leaves: &'a [SideLeaves; 2]) -> Result<BatchRows<'a>, CompareError> {
+    /// Adds the batch's rows (`b`) to their files' lists, with their sort keys. A row without
+    /// a target name has no place in the table.
+    fn order_into(&self, b: u32, by_file: &mut HashMap<i64, Vec<(RowOrder, u32, u32)>>) {
+        let [t_name, t_item, ..] = &self.names;
+        for (r, i) in (0u32..).zip(0..self.matched.len()) {
+            if t_name.is_null(i) || t_item.is_null(i) {
+                continue;
+            }
+            let order =
+                self.order.each_ref().map(|key| if key.is_valid(i) { (false, key.value(i)) } else { (true, 0) });
+            let file_no = if self.file_no.is_valid(i) { self.file_no.value(i) } else { 0 };
+            by_file.entry(file_no).or_default().push((order, b, r));
+        }
+    }
+
+    /// The leaves of row `i` (target, and golden where it is matched), looked up in `leaves`.
+    fn leaves_of<'a>(
+        &'a self,
+        i: usize,
+        leaves: &'a [SideLeaves; 2],
+    ) -> Result<[Option<RowLeaf<'a>>; 2], CompareError> {
         let [t_name, t_item, g_name, g_item] = &self.names;
         let [t_seq, _, t_leaf, g_seq, _, g_leaf] = &self.order;
-        let matched = &self.matched;
-        let leaf_at = |side: usize, file_no: i64, seq: &Int64Array, leaf: &Int64Array, i: usize| {
+        let file_no = if self.file_no.is_valid(i) { self.file_no.value(i) } else { 0 };
+        let leaf_at = |side: usize, seq: &Int64Array, leaf: &Int64Array| {
             leaves[side].get(file_no, seq.value(i), leaf.value(i)).ok_or_else(|| {
                 CompareError::Schema(format!(
                     "{} leaf {}/{} of dump file {file_no} missing from its scan",
@@ -334,22 +353,26 @@ impl RowColumns {
                 ))
             })
         };
-        let mut out = BatchRows { rows: Vec::with_capacity(matched.len()), order: Vec::with_capacity(matched.len()) };
-        for i in 0..matched.len() {
-            let (Some(item), Some(name)) = (text_at(t_item, i), text_at(t_name, i)) else { continue };
-            let file_no = if self.file_no.is_valid(i) { self.file_no.value(i) } else { 0 };
-            let npu = side_of_leaf(item, name, &leaf_at(0, file_no, t_seq, t_leaf, i)?);
-            let bench = match (matched.is_valid(i) && matched.value(i), text_at(g_item, i), text_at(g_name, i)) {
-                (true, Some(item), Some(name)) => {
-                    Some(side_of_leaf(item, name, &leaf_at(1, file_no, g_seq, g_leaf, i)?))
-                }
-                _ => None,
-            };
-            let order =
-                self.order.each_ref().map(|key| if key.is_valid(i) { (false, key.value(i)) } else { (true, 0) });
-            out.rows.push((npu, bench));
-            out.order.push((file_no, order));
-        }
-        Ok(out)
+        let (Some(item), Some(name)) = (text_at(t_item, i), text_at(t_name, i)) else {
+            return Err(CompareError::Schema(format!("compare row {i} has no target name")));
+        };
+        let npu = (item, name, leaf_at(0, t_seq, t_leaf)?);
+        let bench = match (self.matched.is_valid(i) && self.matched.value(i), text_at(g_item, i), text_at(g_name, i)) {
+            (true, Some(item), Some(name)) => Some((item, name, leaf_at(1, g_seq, g_leaf)?)),
+            _ => None,
+        };
+        Ok([Some(npu), bench])
+    }
+
+    fn row<'a>(&'a self, i: usize, leaves: &'a [SideLeaves; 2]) -> Result<MatchedRow<'a>, CompareError> {
+        let [npu, bench] = self.leaves_of(i, leaves)?;
+        let side = |(item, name, leaf): RowLeaf<'a>| side_of_leaf(item, name, &leaf);
+        let npu = npu.map(side).ok_or_else(|| CompareError::Schema(format!("compare row {i} has no target leaf")))?;
+        Ok((npu, bench.map(side)))
+    }
+
+    fn stats(&self, i: usize, leaves: &[SideLeaves; 2]) -> Result<[Option<[PyVal; 4]>; 2], CompareError> {
+        let sides = self.leaves_of(i, leaves)?;
+        Ok(sides.map(|side| side.map(|(item, _, leaf)| leaf_stats(item, &leaf))))
     }
 }
