@@ -241,36 +241,18 @@ pub(crate) fn push_py_str_list<S: AsRef<str>>(out: &mut String, items: &[S]) {
 
 /// Python's `str(list_of_int)`: `[2, 8]`.
 pub(crate) fn py_int_list(items: &[i64]) -> String {
-    let mut out = String::with_capacity(2 + 6 * items.len());
-    out.push('[');
+    // Digits by `write_i64`: `core::fmt`'s `{}` costs several times more, and every tensor's
+    // shape is printed this way. The bytes become the string without a copy.
+    let mut out = Vec::with_capacity(2 + 6 * items.len());
+    out.push(b'[');
     for (i, &item) in items.iter().enumerate() {
         if i > 0 {
-            out.push_str(", ");
+            out.extend_from_slice(b", ");
         }
-        push_int(&mut out, item);
+        probelake_format::json::write_i64(&mut out, item);
     }
-    out.push(']');
-    out
-}
-
-/// Appends `v` in decimal: `core::fmt`'s `{}` costs several times more, and every tensor's
-/// shape is printed this way.
-fn push_int(out: &mut String, v: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = v.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        out.push('-');
-    }
-    digits[at..].iter().for_each(|&d| out.push(char::from(d)));
+    out.push(b']');
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Python's `repr()` of a JSON value loaded by `json.load` (used inside containers).
