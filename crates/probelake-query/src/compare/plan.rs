@@ -19,7 +19,7 @@ use super::leaves::{leaves_sql, SideLeaves};
 use super::load::FileKey;
 use super::prepared::{PairFiles, PreparedPlans};
 use super::pyfmt::PyVal;
-use super::rows::MatchedRow;
+use super::rows::{dtype_gate, MatchedRow, MS_FLOATS, TORCH_FLOATS};
 use super::threads::map_scoped;
 use super::CompareError;
 use crate::session::RunSession;
@@ -59,20 +59,22 @@ fn files_cte(p: &str, schema: &str, unit: &Unit) -> String {
 
 /// The common table expressions of one side (`t` over schema `target`, `g` over `golden`):
 /// `{p}_files` numbers the unit's dump files, `{p}_leaves` holds one row per compared leaf
-/// with its position, state and dtype cell, `{p}_keyed` adds its join key. The dtype cell is
-/// computed where the leaf's columns are read, so that none of them goes further.
-fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
+/// with its position and state (and, `with_dtype`, its dtype cell, computed where the leaf's
+/// columns are read so that none of them goes further), `{p}_keyed` adds its join key.
+fn side_ctes(p: &str, schema: &str, unit: &Unit, with_dtype: bool) -> String {
     let d = unit_filter("d", unit);
-    let dtype = dtype_cell();
+    let (dtype, keep) = match with_dtype {
+        true => (format!(",\n                 {} AS cmp_dtype", dtype_cell()), ", l.cmp_dtype"),
+        false => (String::new(), ""),
+    };
     format!(
         "{},
 {p}_leaves AS (
-    SELECT f.file_no, l.seq, l.leaf, l.name, l.item, l.state, l.backward_group, l.cmp_dtype
+    SELECT f.file_no, l.seq, l.leaf, l.name, l.item, l.state, l.backward_group{keep}
     FROM {p}_files f
     JOIN (SELECT d.inner_step, d.pid, d.seq, d.leaf, d.name, d.item,
                  msprobe_compare_state(d.name, d.section) AS state,
-                 msprobe_backward_group(d.name) AS backward_group,
-                 {dtype} AS cmp_dtype
+                 msprobe_backward_group(d.name) AS backward_group{dtype}
           FROM {schema}.dump d
           WHERE {d} AND msprobe_compare_state(d.name, d.section) IS NOT NULL) l
       ON (l.inner_step IS NOT DISTINCT FROM f.inner_step) AND (l.pid IS NOT DISTINCT FROM f.pid)
@@ -96,8 +98,10 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit) -> String {
 /// Backward rows get NULL here, so their groups are as before.
 const SPREAD: &str = "CASE WHEN backward_group IS NULL THEN seq % 64 END";
 
-const TORCH_FLOATS: &str = "('torch.float16', 'torch.float32', 'torch.float64', 'torch.bfloat16')";
-const MS_FLOATS: &str = "('Float16', 'Float32', 'Float64', 'BFloat16')";
+/// A list of dtypes as an SQL `IN` list.
+fn in_list(dtypes: &[&str]) -> String {
+    format!("({})", dtypes.iter().map(|d| format!("'{d}'")).collect::<Vec<_>>().join(", "))
+}
 
 /// The order of the compare rows: target parse order, then bench parse order among several
 /// matches (NULLs, an unmatched row's bench columns, last).
@@ -110,25 +114,37 @@ const ROW_ORDER: [&str; 7] = ["file_no", "t_seq", "t_state", "t_leaf", "g_seq", 
 /// (with `t_state`, `g_state`, the columns of the order). A leaf's `dump` columns are in the
 /// side's `dump` table at that `seq` and `leaf` of the `file_no`-th dump file of the unit.
 pub fn compare_sql(t: &Unit, g: &Unit) -> String {
-    format!("{}\nORDER BY {}", unordered_compare_sql(t, g), ROW_ORDER.join(", "))
+    format!("{}\nORDER BY {}", joined_sql(t, g, true), ROW_ORDER.join(", "))
 }
 
-/// [`compare_sql`] without its `ORDER BY`. `run_in` orders the rows itself: a sort in the plan
-/// would move every row once more, where ordering references to the rows built from them
-/// moves nothing.
-fn unordered_compare_sql(t: &Unit, g: &Unit) -> String {
+/// [`compare_sql`] as the compare runs it: without its `ORDER BY`, since `run_in` orders the
+/// rows itself (a sort in the plan would move every row once more, where ordering references
+/// to the rows built from them moves nothing); and, unless `gated`, without the dtype gate:
+/// `matched` is then true wherever a bench row has the key, and the compare applies the gate
+/// to the dtype cells of the sides it builds (`rows::dtype_gate`), so that the statement reads
+/// none of the leaves' columns.
+fn joined_sql(t: &Unit, g: &Unit, gated: bool) -> String {
+    let matched = match gated {
+        true => {
+            let (torch, ms) = (in_list(&TORCH_FLOATS), in_list(&MS_FLOATS));
+            format!(
+                "g.item IS NOT NULL AND ((t.cmp_dtype IS NOT DISTINCT FROM g.cmp_dtype)
+           OR (t.cmp_dtype IN {torch} AND g.cmp_dtype IN {torch})
+           OR (t.cmp_dtype IN {ms} AND g.cmp_dtype IN {ms}))"
+            )
+        }
+        false => "g.item IS NOT NULL".to_owned(),
+    };
     format!(
         "WITH {},
 {}
 SELECT t.file_no, t.name AS t_name, t.item AS t_item, g.name AS g_name, g.item AS g_item,
-       g.item IS NOT NULL AND ((t.cmp_dtype IS NOT DISTINCT FROM g.cmp_dtype)
-           OR (t.cmp_dtype IN {TORCH_FLOATS} AND g.cmp_dtype IN {TORCH_FLOATS})
-           OR (t.cmp_dtype IN {MS_FLOATS} AND g.cmp_dtype IN {MS_FLOATS})) AS matched,
+       {matched} AS matched,
        t.seq AS t_seq, t.state AS t_state, t.leaf AS t_leaf, g.seq AS g_seq, g.state AS g_state, g.leaf AS g_leaf
 FROM t_keyed t
 LEFT JOIN g_keyed g ON t.file_no = g.file_no AND t.cmp_key = g.cmp_key",
-        side_ctes("t", "target", t),
-        side_ctes("g", "golden", g),
+        side_ctes("t", "target", t, gated),
+        side_ctes("g", "golden", g, gated),
     )
 }
 
@@ -227,7 +243,7 @@ pub(crate) async fn run_in(
     g: &Unit,
 ) -> Result<PlanOutput, CompareError> {
     let started = std::time::Instant::now();
-    let sqls = [files_sql(t, g), unordered_compare_sql(t, g), leaves_sql("target", t), leaves_sql("golden", g)];
+    let sqls = [files_sql(t, g), joined_sql(t, g, false), leaves_sql("target", t), leaves_sql("golden", g)];
     let plans = prepared.plans(session, files, &sqls.each_ref().map(String::as_str)).await?;
     let [files_plan, compare_plan, t_leaves, g_leaves] =
         <[_; 4]>::try_from(plans).map_err(|_| CompareError::Schema("the comparison has four plans".into()))?;
@@ -361,6 +377,10 @@ impl RowColumns {
             (true, Some(item), Some(name)) => Some((item, name, leaf_at(1, g_seq, g_leaf)?)),
             _ => None,
         };
+        // The statement leaves the dtype gate to here: a refused bench leaf is no match.
+        let bench = bench.filter(|(item, _, leaf)| {
+            dtype_gate(npu.2.compare_dtype(npu.0).as_deref(), leaf.compare_dtype(item).as_deref())
+        });
         Ok([Some(npu), bench])
     }
 

@@ -133,6 +133,19 @@ fn compared_node<'n, 'a>(node: Option<&'n Node<'a>>) -> Option<&'n Node<'a>> {
     tensor.or(node)
 }
 
+/// The torch float dtypes, which msprobe lets match each other.
+pub(crate) const TORCH_FLOATS: [&str; 4] = ["torch.float16", "torch.float32", "torch.float64", "torch.bfloat16"];
+/// The MindSpore float dtypes, which msprobe lets match each other.
+pub(crate) const MS_FLOATS: [&str; 4] = ["Float16", "Float32", "Float64", "BFloat16"];
+
+/// msprobe's dtype gate (§5.1): whether a bench leaf with the target leaf's key is its match,
+/// from the two dtype cells (`None` for a JSON null leaf): the same dtype, or two floats of
+/// one framework.
+pub(crate) fn dtype_gate(npu: Option<&str>, bench: Option<&str>) -> bool {
+    let both_in = |set: &[&str]| npu.is_some_and(|n| set.contains(&n)) && bench.is_some_and(|b| set.contains(&b));
+    npu == bench || both_in(&TORCH_FLOATS) || both_in(&MS_FLOATS)
+}
+
 /// The dtype cell alone of `side_of(item, _, leaf_json)`, without the other cells' work (the
 /// statistics, a CRC-32 of the value); the plan computes it for every leaf it joins that is not
 /// a plain tensor.
@@ -281,6 +294,18 @@ mod tests {
     fn compare_key(name: &str, item: &str, order: i64) -> Option<String> {
         let mut key = String::new();
         write_compare_key(&mut key, name, item, order).expect("a String takes every write").then_some(key)
+    }
+
+    #[test]
+    fn dtype_gate_lets_floats_of_one_framework_match() {
+        use super::dtype_gate;
+        assert!(dtype_gate(Some("torch.int64"), Some("torch.int64")));
+        assert!(dtype_gate(Some("torch.bfloat16"), Some("torch.float32")));
+        assert!(dtype_gate(Some("Float16"), Some("BFloat16")));
+        assert!(dtype_gate(None, None));
+        assert!(!dtype_gate(Some("torch.float32"), Some("Float32")));
+        assert!(!dtype_gate(Some("torch.float32"), Some("torch.int32")));
+        assert!(!dtype_gate(None, Some("torch.float32")));
     }
 
     #[test]
