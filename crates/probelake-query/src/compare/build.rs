@@ -85,8 +85,8 @@ pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) -> Result<(), Comp
     let kinds = map_scoped(&chunks, |range| {
         let mut kinds = [ColumnKinds::default(); 2];
         for &row in &pair.rows[range.clone()] {
-            let [npu, bench] = pair.plan.stats(row)?;
-            kinds[0].add(npu.as_ref());
+            let (npu, bench) = pair.plan.stats(row)?;
+            kinds[0].add(Some(&npu));
             kinds[1].add(bench.as_ref());
         }
         Ok::<_, CompareError>(kinds)
@@ -97,7 +97,7 @@ pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) -> Result<(), Comp
         merged = [merged[0].merge(part[0]), merged[1].merge(part[1])];
     }
     let floats = merged.map(|k| k.floats());
-    for rows in map_scoped(&chunks, |range| chunk_rows(pair, range.clone(), floats)) {
+    for rows in map_scoped(&chunks, |range| chunk_rows(pair, &keys, range.clone(), floats)) {
         out.append(rows?);
     }
     Ok(())
@@ -130,16 +130,18 @@ fn cv_of_metric(m: &Metric) -> Cv {
     }
 }
 
-/// The rows of `pair.matched[range]`, which starts and ends at dump-key boundaries. A key's
-/// rows are built at a time: their cells up to `Requires_grad Consistent` into a small buffer
-/// reused for every key, then, with the rules' verdicts, into the rows.
+/// The rows of `pair.rows[range]`, which starts and ends at dump-key boundaries (`keys` are
+/// the rows' dump keys). A key's rows are built at a time: their sides, then their cells up to
+/// `Requires_grad Consistent` into a small buffer reused for every key, then, with the rules'
+/// verdicts, into the rows.
 fn chunk_rows(
     pair: &FilePair<'_>,
+    keys: &[&str],
     range: std::ops::Range<usize>,
     floats: [[bool; 4]; 2],
 ) -> Result<Rows, CompareError> {
     let mode = pair.mode;
-    let refs = &pair.rows[range];
+    let (refs, keys) = (&pair.rows[range.clone()], &keys[range]);
     let full_width = header(mode, pair.stack).len();
     let tail = 2 + usize::from(pair.stack) + usize::from(mode == CompareMode::Tensor);
     let mut head = Rows::new(full_width - tail);
@@ -153,8 +155,7 @@ fn chunk_rows(
     };
     let mut start = 0;
     while start < refs.len() {
-        let key = pair.plan.key(refs[start]);
-        let end = refs[start..].iter().position(|&r| pair.plan.key(r) != key).map_or(refs.len(), |p| start + p);
+        let end = keys[start..].iter().position(|&k| k != keys[start]).map_or(refs.len(), |p| start + p);
         let group: Vec<MatchedRow<'_>> =
             refs[start..end].iter().map(|&r| pair.plan.row(r)).collect::<Result<_, _>>()?;
         head.clear();

@@ -1,9 +1,9 @@
 //! The DataFusion plans of a comparison: both sides' leaves of a unit, their join keys (with
-//! msprobe's backward renumbering) and dtype cells, the LEFT JOIN NPU → bench with the dtype
-//! gate, and the columns of msprobe's row order, which `run_in` sorts by. Per-row rules are
-//! the `msprobe_*` SQL functions of `crate::udf`. The join carries each leaf's position, not
-//! its `dump` columns: those come from a plain scan per side (`leaves`), and `leaf_side`
-//! reads the cells from them.
+//! msprobe's backward renumbering), the LEFT JOIN NPU → bench, and the columns of msprobe's
+//! row order, which `run_in` sorts by. Per-row rules are the `msprobe_*` SQL functions of
+//! `crate::udf`. The join carries each leaf's position, not its `dump` columns: those come
+//! from a plain scan per side (`leaves`), `leaf_side` reads the cells from them, and the dtype
+//! gate, which [`compare_sql`] writes in SQL, is applied to them here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -205,7 +205,7 @@ impl PlanOutput {
 
     /// The statistics of row `row`'s target side and, where it is matched, its bench side: what
     /// `self.row(row)` gives them, without the rest of the sides.
-    pub(crate) fn stats(&self, row: RowRef) -> Result<[Option<[PyVal; 4]>; 2], CompareError> {
+    pub(crate) fn stats(&self, row: RowRef) -> Result<([PyVal; 4], Option<[PyVal; 4]>), CompareError> {
         self.columns(row)?.stats(row.1 as usize, &self.leaves)
     }
 
@@ -350,12 +350,13 @@ impl RowColumns {
         }
     }
 
-    /// The leaves of row `i` (target, and golden where it is matched), looked up in `leaves`.
+    /// The leaves of row `i`: the target's, and the golden's where it is matched, looked up in
+    /// `leaves`.
     fn leaves_of<'a>(
         &'a self,
         i: usize,
         leaves: &'a [SideLeaves; 2],
-    ) -> Result<[Option<RowLeaf<'a>>; 2], CompareError> {
+    ) -> Result<(RowLeaf<'a>, Option<RowLeaf<'a>>), CompareError> {
         let [t_name, t_item, g_name, g_item] = &self.names;
         let [t_seq, _, t_leaf, g_seq, _, g_leaf] = &self.order;
         let file_no = if self.file_no.is_valid(i) { self.file_no.value(i) } else { 0 };
@@ -381,18 +382,18 @@ impl RowColumns {
         let bench = bench.filter(|(item, _, leaf)| {
             dtype_gate(npu.2.compare_dtype(npu.0).as_deref(), leaf.compare_dtype(item).as_deref())
         });
-        Ok([Some(npu), bench])
+        Ok((npu, bench))
     }
 
     fn row<'a>(&'a self, i: usize, leaves: &'a [SideLeaves; 2]) -> Result<MatchedRow<'a>, CompareError> {
-        let [npu, bench] = self.leaves_of(i, leaves)?;
+        let (npu, bench) = self.leaves_of(i, leaves)?;
         let side = |(item, name, leaf): RowLeaf<'a>| side_of_leaf(item, name, &leaf);
-        let npu = npu.map(side).ok_or_else(|| CompareError::Schema(format!("compare row {i} has no target leaf")))?;
-        Ok((npu, bench.map(side)))
+        Ok((side(npu), bench.map(side)))
     }
 
-    fn stats(&self, i: usize, leaves: &[SideLeaves; 2]) -> Result<[Option<[PyVal; 4]>; 2], CompareError> {
-        let sides = self.leaves_of(i, leaves)?;
-        Ok(sides.map(|side| side.map(|(item, _, leaf)| leaf_stats(item, &leaf))))
+    fn stats(&self, i: usize, leaves: &[SideLeaves; 2]) -> Result<([PyVal; 4], Option<[PyVal; 4]>), CompareError> {
+        let (npu, bench) = self.leaves_of(i, leaves)?;
+        let stats = |(item, _, leaf): RowLeaf<'_>| leaf_stats(item, &leaf);
+        Ok((stats(npu), bench.map(stats)))
     }
 }
