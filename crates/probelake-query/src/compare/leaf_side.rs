@@ -204,13 +204,13 @@ impl LeafArrays {
     /// dictionaries are cast to plain strings).
     pub(crate) fn from_columns(columns: &[ArrayRef; 12]) -> Result<Self, ArrowError> {
         let [kind, dtype, shape, max, min, mean, norm, requires_grad, md5, data_name, value, raw] = columns;
-        let as_type = |a: &ArrayRef, t: &DataType| if a.data_type() == t { Ok(Arc::clone(a)) } else { cast(a, t) };
-        let utf8 = |a| as_type(a, &DataType::Utf8).map(|a| a.as_string::<i32>().clone());
-        let f64s = |a| as_type(a, &DataType::Float64).map(|a| a.as_primitive::<Float64Type>().clone());
-        let shape = as_type(shape, &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?;
+        // `cast` hands a column of the type asked for back as it is.
+        let utf8 = |a| cast(a, &DataType::Utf8).map(|a| a.as_string::<i32>().clone());
+        let f64s = |a| cast(a, &DataType::Float64).map(|a| a.as_primitive::<Float64Type>().clone());
+        let shape = cast(shape, &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?;
         let shape = shape.as_list::<i32>().clone();
         let dims = shape.values().as_primitive::<Int64Type>().clone();
-        let requires_grad = as_type(requires_grad, &DataType::Boolean)?.as_boolean().clone();
+        let requires_grad = cast(requires_grad, &DataType::Boolean)?.as_boolean().clone();
         Ok(LeafArrays {
             texts: [utf8(kind)?, utf8(dtype)?, utf8(md5)?, utf8(data_name)?, utf8(value)?, utf8(raw)?],
             shape,

@@ -44,7 +44,7 @@ fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef, Compar
 /// A string column as plain Utf8 (Parquet readers may hand out dictionaries or views).
 fn strings(batch: &RecordBatch, name: &str) -> Result<StringArray, CompareError> {
     let col = column(batch, name)?;
-    let col = if col.data_type() == &DataType::Utf8 { col.clone() } else { cast(col, &DataType::Utf8)? };
+    let col = cast(col, &DataType::Utf8)?;
     col.as_any()
         .downcast_ref::<StringArray>()
         .cloned()
@@ -171,8 +171,7 @@ pub(crate) async fn read_tensors(
         let dtype = strings(&batch, "dtype")?;
         let shape = typed::<ListArray>(&batch, "shape")?;
         let data = column(&batch, "data")?;
-        let data =
-            if data.data_type() == &DataType::LargeBinary { data.clone() } else { cast(data, &DataType::LargeBinary)? };
+        let data = cast(data, &DataType::LargeBinary)?;
         let data = data
             .as_any()
             .downcast_ref::<LargeBinaryArray>()

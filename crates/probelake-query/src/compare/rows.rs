@@ -147,8 +147,8 @@ pub(crate) fn dtype_gate(npu: Option<&str>, bench: Option<&str>) -> bool {
 }
 
 /// The dtype cell alone of `side_of(item, _, leaf_json)`, without the other cells' work (the
-/// statistics, a CRC-32 of the value); the plan computes it for every leaf it joins that is not
-/// a plain tensor.
+/// statistics, a CRC-32 of the value): `msprobe_compare_dtype` of a leaf's JSON, and
+/// `LeafColumns::compare_dtype` for the leaves it cannot read from their columns.
 pub(crate) fn dtype_of(item: &str, leaf_json: &str) -> Option<String> {
     let parsed = json::parse(leaf_json.as_bytes()).ok();
     let node = compared_node(parsed.as_ref()).filter(|n| matches!(n.value, Value::Object(_)))?;

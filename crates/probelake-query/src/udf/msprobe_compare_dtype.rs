@@ -48,10 +48,6 @@ fn at(a: &StringArray, i: usize) -> Option<&str> {
     a.is_valid(i).then(|| a.value(i))
 }
 
-fn utf8(a: &ArrayRef) -> Result<ArrayRef> {
-    Ok(if a.data_type() == &DataType::Utf8 { Arc::clone(a) } else { cast(a, &DataType::Utf8)? })
-}
-
 impl ScalarUDFImpl for MsprobeCompareDtype {
     fn name(&self) -> &str {
         "msprobe_compare_dtype"
@@ -68,14 +64,14 @@ impl ScalarUDFImpl for MsprobeCompareDtype {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let (arrays, scalar) = to_arrays(&args.args, args.number_rows)?;
         let (item, name) = match arrays.as_slice() {
-            [item, name, ..] => (utf8(item)?, utf8(name)?),
+            [item, name, ..] => (cast(item, &DataType::Utf8)?, cast(name, &DataType::Utf8)?),
             _ => return exec_err!("msprobe_compare_dtype takes 3 or 14 arguments"),
         };
         let (item, name) = (item.as_string::<i32>(), name.as_string::<i32>());
         // A NULL name gives NULL, as the whole side would.
         let out: StringArray = match &arrays[2..] {
             [leaf] => {
-                let leaf = utf8(leaf)?;
+                let leaf = cast(leaf, &DataType::Utf8)?;
                 let leaf = leaf.as_string::<i32>();
                 (0..item.len()).map(|i| at(name, i).and_then(|_| dtype_of(at(item, i)?, at(leaf, i)?))).collect()
             }
