@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use probelake_format::json::{detect_layout, parse, Layout};
+use probelake_format::json::{detect_layout, parse, Arena, Layout};
 use probelake_format::msprobe::{self, DumpKind, ExportOptions, ImportOptions, NoProgress};
 use probelake_format::synth::{scale_hint, write_run, SynthSpec};
 use probelake_format::{Lake, Table};
@@ -147,7 +147,8 @@ fn benches(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(input.label), |b| {
             b.iter(|| {
                 for (bytes, _) in &input.dumps {
-                    std::hint::black_box(parse(bytes).expect("parse"));
+                    let arena = Arena::new();
+                    std::hint::black_box(parse(bytes, &arena).expect("parse"));
                 }
             })
         });
@@ -156,7 +157,8 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("take_apart");
     for input in &inputs {
-        let docs: Vec<_> = input.dumps.iter().map(|(b, l)| (parse(b).expect("parse"), b, *l)).collect();
+        let arena = Arena::new();
+        let docs: Vec<_> = input.dumps.iter().map(|(b, l)| (parse(b, &arena).expect("parse"), b, *l)).collect();
         group.throughput(Throughput::Bytes(input.json_bytes));
         group.bench_function(BenchmarkId::from_parameter(input.label), |b| {
             b.iter(|| {
@@ -172,7 +174,8 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("render");
     for input in &inputs {
-        let docs: Vec<_> = input.dumps.iter().map(|(b, l)| (parse(b).expect("parse"), *l)).collect();
+        let arena = Arena::new();
+        let docs: Vec<_> = input.dumps.iter().map(|(b, l)| (parse(b, &arena).expect("parse"), *l)).collect();
         let parsed: Vec<_> =
             docs.iter().map(|(d, l)| msprobe::take_apart(d, DumpKind::Dump, *l).expect("take_apart")).collect();
         // The bench is only meaningful if render reproduces the input.

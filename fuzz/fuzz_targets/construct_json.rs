@@ -6,11 +6,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::json::{detect_layout, parse};
+use probelake_format::json::{detect_layout, parse, Arena};
 use probelake_format::msprobe::{render_construct, take_apart_construct};
 
 fuzz_target!(|bytes: &[u8]| {
-    let Ok(doc) = parse(bytes) else { return };
+    let arena = Arena::new();
+    let Ok(doc) = parse(bytes, &arena) else { return };
     let layout = detect_layout(bytes);
     if let Ok(rows) = take_apart_construct(&doc) {
         let mut rebuilt = Vec::with_capacity(bytes.len());

@@ -6,11 +6,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::json::{detect_layout, parse};
+use probelake_format::json::{detect_layout, parse, Arena};
 use probelake_format::msprobe::{rebuilds_source, take_apart_source, DumpKind};
 
 fuzz_target!(|bytes: &[u8]| {
-    let Ok(doc) = parse(bytes) else { return };
+    let arena = Arena::new();
+    let Ok(doc) = parse(bytes, &arena) else { return };
     let layout = detect_layout(bytes);
     for kind in [DumpKind::Dump, DumpKind::Debug] {
         if let Ok(parsed) = take_apart_source(&doc, bytes, kind, layout) {

@@ -13,7 +13,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::json::{detect_layout, parse, Layout};
+use probelake_format::json::{detect_layout, parse, Arena, Layout};
 use probelake_format::msprobe::{
     rebuilds_source, render, render_construct, render_stack, take_apart, take_apart_construct, take_apart_source, take_apart_stack,
     DumpKind,
@@ -22,7 +22,8 @@ use probelake_format::tensor_file::{read_tensor_file, write_tensor_file, Contain
 use probelake_fuzz::fix_zip_crcs;
 
 fuzz_target!(|bytes: &[u8]| {
-    if let Ok(doc) = parse(bytes) {
+    let arena = Arena::new();
+    if let Ok(doc) = parse(bytes, &arena) {
         let layout = detect_layout(bytes);
         dump_round_trip(bytes, &doc, layout);
         stack_round_trip(bytes, &doc, layout);
@@ -46,7 +47,8 @@ fn dump_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout:
             .expect("export of an imported dump file fails");
         assert!(exported == bytes, "export of an imported dump file differs from its input");
 
-        let again = parse(&exported).expect("exported dump file does not parse");
+        let arena = Arena::new();
+        let again = parse(&exported, &arena).expect("exported dump file does not parse");
         let reparsed = take_apart(&again, kind, detect_layout(&exported)).expect("exported dump file is refused");
         assert_eq!(reparsed.skeleton, parsed.skeleton);
         assert_eq!(reparsed.header, parsed.header);
@@ -67,7 +69,8 @@ fn stack_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout
     if exported != bytes {
         return; // import keeps this file whole
     }
-    let again = parse(&exported).expect("exported stack.json does not parse");
+    let arena = Arena::new();
+    let again = parse(&exported, &arena).expect("exported stack.json does not parse");
     let (format_again, rows_again) = take_apart_stack(&again).expect("exported stack.json is refused");
     assert_eq!(format_again, format);
     assert_eq!(rows_again, rows);
@@ -80,7 +83,8 @@ fn construct_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, la
     if exported != bytes {
         return; // import keeps this file whole
     }
-    let again = parse(&exported).expect("exported construct.json does not parse");
+    let arena = Arena::new();
+    let again = parse(&exported, &arena).expect("exported construct.json does not parse");
     assert_eq!(take_apart_construct(&again).expect("exported construct.json is refused"), rows);
 }
 

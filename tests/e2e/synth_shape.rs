@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use probelake_format::json::{parse, Node, Value};
+use probelake_format::json::{parse, Arena, Node, Value};
 use probelake_format::synth::{write_run, SynthDtype, SynthLayout, SynthLevel, SynthSpec, SynthTask};
 
 use crate::fixtures::{files_below, root};
@@ -83,7 +83,7 @@ fn signature(file: &str, doc: &Value<'_>) -> BTreeSet<String> {
         match v {
             Value::Array(a) => a.iter().for_each(|x| walk(&x.value, &format!("{path}[]"), None, out)),
             Value::Object(m) => {
-                for (k, x) in m {
+                for (k, x) in m.iter() {
                     let key = match names_here {
                         // parameters_grad entries name their fields after parameters.
                         Some("<entry>") if k.contains(".parameters_grad.") => "<grads>",
@@ -120,7 +120,8 @@ fn run_shape(run: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
         let name = rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if name.ends_with(".json") {
             let bytes = std::fs::read(run.join(&rel)).expect("read json");
-            let doc = parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", rel.display()));
+            let arena = Arena::new();
+            let doc = parse(&bytes, &arena).unwrap_or_else(|e| panic!("{}: {e}", rel.display()));
             for line in signature(&name, &doc.value) {
                 sig.insert(format!("{name} {line}"));
             }
@@ -135,7 +136,8 @@ fn spec_like(run: &Path) -> SynthSpec {
     let files = files_below(run);
     let first = files.iter().find(|f| f.ends_with("dump.json")).expect("a dump.json");
     let text = std::fs::read_to_string(run.join(first)).expect("read dump.json");
-    let dump = parse(text.as_bytes()).expect("dump.json parses").value;
+    let arena = Arena::new();
+    let dump = parse(text.as_bytes(), &arena).expect("dump.json parses").value;
     let level = match str_of(dump.get("level")) {
         Some("L0") => SynthLevel::L0,
         Some("mix") => SynthLevel::Mix,

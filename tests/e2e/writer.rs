@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use probelake::format::json::{parse, write_compact, Node, Value as Json};
+use probelake::format::json::{parse, write_compact, Arena, Node, Value as Json};
 use probelake::format::msprobe::{is_leaf, is_parameters_grad};
 use probelake::format::tensor_file::read_tensor_file;
 use probelake::format::Unit;
@@ -270,7 +270,7 @@ fn entry_from_json(name: &str, node: &Node<'_>, tensors: &Path) -> Entry {
     let Json::Object(fields) = &node.value else { panic!("{name} is not an object") };
     let grads = is_parameters_grad(name);
     let mut entry = Entry::new(name);
-    for (field, v) in fields {
+    for (field, v) in fields.iter() {
         let slot = grads || matches!(field.as_ref(), "input_args" | "input_kwargs" | "input" | "output" | "parameters");
         let v = if slot {
             value(v, tensors)
@@ -309,7 +309,8 @@ fn replaying_real_msprobe_tensor_dumps_gives_msprobes_statistics_and_checksums()
     for run in tensor_runs() {
         let dir = dump_dir(&run);
         let bytes = std::fs::read(dir.join("dump.json")).expect("dump.json");
-        let doc = parse(&bytes).expect("json");
+        let arena = Arena::new();
+        let doc = parse(&bytes, &arena).expect("json");
         let header = |k: &str| doc.value.get(k).and_then(|n| n.value.as_str()).map(str::to_string);
         let text = String::from_utf8_lossy(&bytes);
         let summary_mode = if text.contains("\"md5\": \"0x") {
@@ -376,7 +377,8 @@ fn check_against_msprobe(path: &Path, want: &[u8], got: &[u8]) {
         eprintln!("{}: byte-identical", path.display());
         return;
     }
-    let (w, g) = (parse(want).expect("msprobe json"), parse(got).expect("writer json"));
+    let arena = Arena::new();
+    let (w, g) = (parse(want, &arena).expect("msprobe json"), parse(got, &arena).expect("writer json"));
     let mut diffs = Vec::new();
     TOLERATED.with(|t| t.set(0));
     walk_pair(&w, &g, "$", None, &mut diffs);
@@ -417,7 +419,7 @@ fn walk_pair_in(
                 return;
             }
             let dtype = w.value.get("dtype").and_then(|d| d.value.as_str()).or(dtype);
-            for ((k, x), (_, y)) in a.iter().zip(b) {
+            for ((k, x), (_, y)) in a.iter().zip(b.iter()) {
                 if w.value.get("dtype").is_some() {
                     walk_pair_in(x, y, &format!("{at}.{k}"), dtype, magnitude, diffs);
                 } else {
@@ -426,7 +428,7 @@ fn walk_pair_in(
             }
         }
         (Json::Array(a), Json::Array(b)) if a.len() == b.len() => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            for (i, (x, y)) in a.iter().zip(b.iter()).enumerate() {
                 walk_pair(x, y, &format!("{at}[{i}]"), dtype, diffs);
             }
         }

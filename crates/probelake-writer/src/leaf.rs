@@ -122,7 +122,7 @@ fn write_md5(out: &mut Vec<u8>, md5: &Md5) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use probelake_format::json::{parse, write_node};
+    use probelake_format::json::{parse, write_node, Arena};
 
     /// The writer's leaf equals what import reads from the JSON msprobe would have written.
     fn same_as_import(facts: TensorFacts<'_>, want_raw: bool) {
@@ -130,7 +130,8 @@ mod tests {
         assert_eq!(leaf.raw.is_some(), want_raw, "{leaf:?}");
         let mut text = Vec::new();
         leaf.render(&mut text, Layout::MSPROBE, 0);
-        let node = parse(&text).unwrap();
+        let arena = Arena::new();
+        let node = parse(&text, &arena).unwrap();
         let imported = Leaf::from_node(&node, &mut Default::default()).unwrap();
         // Debug text, so NaN statistics compare equal.
         assert_eq!(format!("{imported:?}"), format!("{leaf:?}"), "{}", String::from_utf8_lossy(&text));

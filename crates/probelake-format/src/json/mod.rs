@@ -5,6 +5,6 @@ mod parse;
 mod pretty;
 mod render;
 
-pub use parse::{format_path, parse, parse_skeleton, Node, PathSegment, SyntaxError, Value, MAX_DEPTH};
+pub use parse::{format_path, parse, parse_skeleton, Arena, Node, PathSegment, SyntaxError, Value, MAX_DEPTH};
 pub use pretty::{detect_layout, write_compact, write_node, ArrayWriter, FillHole, Layout, ObjectWriter};
 pub use render::{write_f64, write_i64, write_str};

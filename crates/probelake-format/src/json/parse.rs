@@ -7,6 +7,8 @@
 
 use std::borrow::Cow;
 
+use bumpalo::Bump;
+
 /// Objects nested deeper than this are refused (msprobe itself stops at 400).
 pub const MAX_DEPTH: usize = 512;
 
@@ -19,7 +21,8 @@ pub struct Node<'a> {
     pub value: Value<'a>,
 }
 
-/// A JSON value; strings and number tokens borrow from the input where they can.
+/// A JSON value. Number tokens and strings borrow from the input; a string whose escapes
+/// unescaping changed, and every array and object, live in the document's [`Arena`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value<'a> {
     /// `null`
@@ -28,12 +31,12 @@ pub enum Value<'a> {
     Bool(bool),
     /// A number token exactly as written, including `NaN`, `Infinity`, `-Infinity`.
     Number(&'a str),
-    /// A string, unescaped.
+    /// A string, unescaped (always [`Cow::Borrowed`]: from the input or from the arena).
     Str(Cow<'a, str>),
     /// An array.
-    Array(Vec<Node<'a>>),
+    Array(&'a [Node<'a>]),
     /// An object, members in file order (duplicate keys kept).
-    Object(Vec<(Cow<'a, str>, Node<'a>)>),
+    Object(&'a [(Cow<'a, str>, Node<'a>)]),
     /// `$`: the place of a leaf in a probelake skeleton. Only [`parse_skeleton`] produces it.
     Hole,
 }
@@ -158,23 +161,38 @@ struct RawError {
 
 type Parsed<T> = std::result::Result<T, RawError>;
 
-/// Parses one JSON document (any whitespace around it allowed).
+/// Where a parsed document's arrays, objects and unescaped strings are kept, in a few large
+/// blocks freed at once when the arena is dropped. A dump.json holds a few containers per
+/// leaf; allocated and freed one by one, they were 5% of an import's instructions
+/// (docs/benchmarks.md).
+#[derive(Debug, Default)]
+pub struct Arena(Bump);
+
+impl Arena {
+    /// An empty arena; it takes memory only when a document needs it.
+    pub fn new() -> Self {
+        Arena::default()
+    }
+}
+
+/// Parses one JSON document (any whitespace around it allowed) into `arena`.
 ///
 /// ```
-/// use probelake_format::json::{parse, Value};
-/// let doc = parse(br#"{"Max": NaN, "shape": [2, 3]}"#).unwrap();
+/// use probelake_format::json::{parse, Arena, Value};
+/// let arena = Arena::new();
+/// let doc = parse(br#"{"Max": NaN, "shape": [2, 3]}"#, &arena).unwrap();
 /// assert_eq!(doc.value.get("Max").unwrap().value, Value::Number("NaN"));
 /// ```
-pub fn parse(input: &[u8]) -> Result<Node<'_>, SyntaxError> {
-    parse_with(input, false)
+pub fn parse<'a>(input: &'a [u8], arena: &'a Arena) -> Result<Node<'a>, SyntaxError> {
+    parse_with(input, arena, false)
 }
 
 /// Parses a probelake skeleton: JSON in which `$` stands for a leaf stored elsewhere.
-pub fn parse_skeleton(input: &[u8]) -> Result<Node<'_>, SyntaxError> {
-    parse_with(input, true)
+pub fn parse_skeleton<'a>(input: &'a [u8], arena: &'a Arena) -> Result<Node<'a>, SyntaxError> {
+    parse_with(input, arena, true)
 }
 
-fn parse_with(input: &[u8], holes: bool) -> Result<Node<'_>, SyntaxError> {
+fn parse_with<'a>(input: &'a [u8], arena: &'a Arena, holes: bool) -> Result<Node<'a>, SyntaxError> {
     let text = match std::str::from_utf8(input) {
         Ok(t) => t,
         Err(e) => {
@@ -184,7 +202,7 @@ fn parse_with(input: &[u8], holes: bool) -> Result<Node<'_>, SyntaxError> {
             ))
         }
     };
-    let mut parser = Parser { text, bytes: input, pos: 0, holes };
+    let mut parser = Parser { text, bytes: input, pos: 0, holes, arena: &arena.0 };
     let result = parser.skip_ws().and_then(|()| parser.value()).and_then(|node| {
         parser.skip_ws()?;
         if parser.pos < parser.bytes.len() {
@@ -206,8 +224,8 @@ fn locate(input: &[u8], raw: RawError) -> SyntaxError {
 }
 
 /// A container being parsed. Its finished children wait in the parser's shared
-/// [`Scratch`] from `start` on, and move into a vector of exactly their number when it
-/// closes: no container's vector is grown and copied as it fills.
+/// [`Scratch`] from `start` on, and move into an arena slice of exactly their number when it
+/// closes: no container is grown and copied as it fills.
 enum Frame<'a> {
     Array { pos: usize, start: usize },
     Object { pos: usize, start: usize, key: Cow<'a, str> },
@@ -243,6 +261,7 @@ struct Parser<'a> {
     bytes: &'a [u8],
     pos: usize,
     holes: bool,
+    arena: &'a Bump,
 }
 
 impl<'a> Parser<'a> {
@@ -302,7 +321,7 @@ impl<'a> Parser<'a> {
                     if is_object {
                         if self.peek() == Some(b'}') {
                             self.pos += 1;
-                            Node { pos, value: Value::Object(Vec::new()) }
+                            Node { pos, value: Value::Object(&[]) }
                         } else {
                             let key = self.member_name()?;
                             stack.push(Frame::Object { pos, start: scratch.members.len(), key });
@@ -311,7 +330,7 @@ impl<'a> Parser<'a> {
                         }
                     } else if self.peek() == Some(b']') {
                         self.pos += 1;
-                        Node { pos, value: Value::Array(Vec::new()) }
+                        Node { pos, value: Value::Array(&[]) }
                     } else {
                         stack.push(Frame::Array { pos, start: scratch.items.len() });
                         continue 'value;
@@ -378,12 +397,13 @@ impl<'a> Parser<'a> {
                         }
                     }
                 }
+                let arena = self.arena;
                 done = match stack.pop() {
                     Some(Frame::Array { pos, start }) => {
-                        Node { pos, value: Value::Array(scratch.items.split_off(start)) }
+                        Node { pos, value: Value::Array(arena.alloc_slice_fill_iter(scratch.items.drain(start..))) }
                     }
                     Some(Frame::Object { pos, start, .. }) => {
-                        Node { pos, value: Value::Object(scratch.members.split_off(start)) }
+                        Node { pos, value: Value::Object(arena.alloc_slice_fill_iter(scratch.members.drain(start..))) }
                     }
                     None => return Err(self.error("internal parser error")),
                 };
@@ -485,7 +505,8 @@ impl<'a> Parser<'a> {
             match b {
                 b'"' => {
                     self.pos = i + 1;
-                    return Ok(Cow::Owned(out));
+                    // Into the arena: nothing in it is dropped, so an owned string would leak.
+                    return Ok(Cow::Borrowed(self.arena.alloc_str(&out)));
                 }
                 b'\\' => {
                     self.pos = i;
@@ -573,7 +594,8 @@ mod tests {
 
     #[test]
     fn keeps_tokens_order_and_duplicates() {
-        let doc = parse(br#"{"b": 5, "a": 5.0, "b": -Infinity, "s": "\u00e9\ud83d\ude00"}"#).unwrap();
+        let arena = Arena::new();
+        let doc = parse(br#"{"b": 5, "a": 5.0, "b": -Infinity, "s": "\u00e9\ud83d\ude00"}"#, &arena).unwrap();
         let Value::Object(m) = &doc.value else { panic!() };
         let keys: Vec<&str> = m.iter().map(|(k, _)| k.as_ref()).collect();
         assert_eq!(keys, ["b", "a", "b", "s"]);
@@ -584,12 +606,25 @@ mod tests {
     }
 
     #[test]
+    fn unescaped_strings_are_borrowed_from_the_arena() {
+        // An owned string inside the arena would never be freed.
+        let arena = Arena::new();
+        let doc = parse(br#"{"a\tb": ["x\"y", "plain"]}"#, &arena).unwrap();
+        let Value::Object(members) = &doc.value else { panic!() };
+        assert!(matches!(&members[0].0, Cow::Borrowed("a\tb")));
+        let Value::Array(items) = &members[0].1.value else { panic!() };
+        assert!(matches!(&items[0].value, Value::Str(Cow::Borrowed("x\"y"))));
+        assert!(matches!(&items[1].value, Value::Str(Cow::Borrowed("plain"))));
+    }
+
+    #[test]
     fn errors_name_offset_line_and_path() {
-        let e = parse(b"{\n \"data\": {\n  \"x\": [1, 2,]\n }\n}").unwrap_err();
+        let arena = Arena::new();
+        let e = parse(b"{\n \"data\": {\n  \"x\": [1, 2,]\n }\n}", &arena).unwrap_err();
         assert_eq!(e.line, 3);
         assert_eq!(e.path, "$.data.x[2]");
         assert!(e.message.contains("expected a value"), "{e}");
-        let e = parse(b"{\"a\": [1, 2").unwrap_err();
+        let e = parse(b"{\"a\": [1, 2", &arena).unwrap_err();
         assert_eq!(e.offset, 11);
         assert!(e.message.contains("unterminated"), "{e}");
     }
@@ -597,14 +632,14 @@ mod tests {
     #[test]
     fn deep_nesting_is_an_error_not_a_crash() {
         let doc = "[".repeat(10_000) + &"]".repeat(10_000);
-        let e = parse(doc.as_bytes()).unwrap_err();
+        let e = parse(doc.as_bytes(), &Arena::new()).unwrap_err();
         assert!(e.message.contains("nesting deeper"), "{e}");
     }
 
     #[test]
     fn rejects_garbage() {
         for bad in [&b""[..], b"nul", b"{\"a\" 1}", b"[1 2]", b"\xff\xfe", b"01", b"1.", b"\"a\x01\"", b"{} x"] {
-            assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(parse(bad, &Arena::new()).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
     }
 }

@@ -144,7 +144,7 @@ pub fn write_node<E>(
         Value::Hole => hole(out, depth)?,
         Value::Array(items) => {
             let mut w = ArrayWriter::begin(out, layout, depth);
-            for item in items {
+            for item in items.iter() {
                 w.item(out);
                 write_node(out, item, layout, depth + 1, hole)?;
             }
@@ -152,7 +152,7 @@ pub fn write_node<E>(
         }
         Value::Object(members) => {
             let mut w = ObjectWriter::begin(out, layout, depth);
-            for (k, v) in members {
+            for (k, v) in members.iter() {
                 w.key(out, k);
                 write_node(out, v, layout, depth + 1, hole)?;
             }
@@ -185,10 +185,11 @@ pub fn detect_layout(bytes: &[u8]) -> Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json::parse;
+    use crate::json::{parse, Arena};
 
     fn pretty(text: &str, indent: Option<u16>) -> String {
-        let node = parse(text.as_bytes()).unwrap();
+        let arena = Arena::new();
+        let node = parse(text.as_bytes(), &arena).unwrap();
         let mut out = Vec::new();
         write_node::<()>(&mut out, &node, Layout { indent }, 0, &mut |_, _| Ok(())).unwrap();
         String::from_utf8(out).unwrap()

@@ -32,12 +32,12 @@ pub fn take_apart_construct<'a>(doc: &'a Node<'a>) -> Result<Vec<ConstructRow<'a
         });
     };
     let mut rows = Vec::with_capacity(members.len());
-    for (name, value) in members {
+    for (name, value) in members.iter() {
         let mut row = ConstructRow { name: Cow::Borrowed(name.as_ref()), parent: None, micro_step: None, raw: None };
         match &value.value {
             Value::Null => {}
             Value::Str(s) => row.parent = Some(Cow::Borrowed(s.as_ref())),
-            Value::Array(pair) => match pair.as_slice() {
+            Value::Array(pair) => match pair {
                 [Node { value: Value::Str(p), .. }, Node { value: Value::Number(n), .. }]
                     if n.parse::<i64>().is_ok() =>
                 {

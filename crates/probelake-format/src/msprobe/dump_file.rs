@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::{parse_skeleton, write_compact, write_node, write_str, Layout, Node, Value};
+use crate::json::{parse_skeleton, write_compact, write_node, write_str, Arena, Layout, Node, Value};
 
 use super::leaf::{is_leaf, Leaf, LeafSource};
 use super::name::{is_parameters_grad, parse_entry_name, EntryName};
@@ -522,7 +522,8 @@ fn fill_skeleton(
     out: &mut Vec<u8>,
     fill: &mut dyn FnMut(&mut Vec<u8>, usize) -> bool,
 ) -> Result<(), CodecError> {
-    let tree = parse_skeleton(skeleton.as_bytes())
+    let arena = Arena::new();
+    let tree = parse_skeleton(skeleton.as_bytes(), &arena)
         .map_err(|e| CodecError::Corrupt { location: "source.skeleton".into(), message: e.to_string() })?;
     let mut missing = false;
     write_node::<()>(out, &tree, layout, 0, &mut |out, depth| {
@@ -562,7 +563,8 @@ mod tests {
 
     /// The file laid out as `json.dump(indent=…)` writes it.
     fn laid_out(layout: Layout) -> Vec<u8> {
-        let doc = parse(DUMP.as_bytes()).unwrap();
+        let arena = Arena::new();
+        let doc = parse(DUMP.as_bytes(), &arena).unwrap();
         let mut out = Vec::new();
         let _ = write_node::<()>(&mut out, &doc, layout, 0, &mut |_, _| Ok(()));
         out
@@ -583,7 +585,8 @@ mod tests {
     }
 
     fn check(bytes: &[u8]) -> bool {
-        let doc = parse(bytes).unwrap();
+        let arena = Arena::new();
+        let doc = parse(bytes, &arena).unwrap();
         let parsed = take_apart_source(&doc, bytes, DumpKind::Dump, detect_layout(bytes)).unwrap();
         let fast = rebuilds_source(&parsed, bytes).unwrap();
         assert_eq!(fast, rebuilds_naively(&parsed, bytes), "{}", String::from_utf8_lossy(bytes));
@@ -618,7 +621,7 @@ mod tests {
         }
         for v in variants {
             assert_ne!(v, good, "a variant that changed nothing");
-            if parse(&v).is_ok() {
+            if parse(&v, &Arena::new()).is_ok() {
                 assert!(!check(&v), "{}", String::from_utf8_lossy(&v));
             }
         }

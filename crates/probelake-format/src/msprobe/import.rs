@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::error::{FormatError, Result};
-use crate::json::{detect_layout, parse, Layout};
+use crate::json::{detect_layout, parse, Arena, Layout};
 use futures::StreamExt;
 
 use crate::lake::{encode_batch, CommitRecord, DataFile, EncodedFile, Lake, StagedUnit, UnitCounts};
@@ -211,7 +211,8 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
     let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
     let path = dir.path.clone();
     let bytes = read_file(&path)?;
-    let doc = parse(&bytes).map_err(|error| FormatError::Syntax { file: path.clone(), error })?;
+    let arena = Arena::new();
+    let doc = parse(&bytes, &arena).map_err(|error| FormatError::Syntax { file: path.clone(), error })?;
     let layout = detect_layout(&bytes);
     let parsed = take_apart_source(&doc, &bytes, dir.kind, layout).map_err(|e| e.in_file(&path))?;
 
@@ -306,7 +307,8 @@ fn side_file(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(FormatError::io(path, e)),
     };
-    let doc = parse(&bytes).map_err(|error| FormatError::Syntax { file: path.to_path_buf(), error })?;
+    let arena = Arena::new();
+    let doc = parse(&bytes, &arena).map_err(|error| FormatError::Syntax { file: path.to_path_buf(), error })?;
     let layout = detect_layout(&bytes);
     let mut rebuilt = Vec::with_capacity(bytes.len());
     let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;

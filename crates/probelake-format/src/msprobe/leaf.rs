@@ -9,7 +9,8 @@
 use std::borrow::Cow;
 
 use crate::json::{
-    parse, write_compact, write_f64, write_i64, write_node, write_str, ArrayWriter, Layout, Node, ObjectWriter, Value,
+    parse, write_compact, write_f64, write_i64, write_node, write_str, Arena, ArrayWriter, Layout, Node, ObjectWriter,
+    Value,
 };
 
 /// A leaf as the `dump` table stores it (its position columns aside).
@@ -136,7 +137,7 @@ impl<'a> Leaf<'a> {
         let Value::Object(fields) = &source.value else {
             return Ok(leaf);
         };
-        for (key, v) in fields {
+        for (key, v) in fields.iter() {
             let bad = |field: &'static str, want: &str| LeafError {
                 offset: v.pos,
                 field: Some(field),
@@ -151,7 +152,7 @@ impl<'a> Leaf<'a> {
                 "shape" => match &v.value {
                     Value::Array(items) if tensor_like || items.iter().all(|i| matches!(i.value, Value::Number(_))) => {
                         let mut dims = Vec::with_capacity(items.len());
-                        for item in items {
+                        for item in items.iter() {
                             match &item.value {
                                 Value::Number(n) => match n.parse::<i64>() {
                                     Ok(d) => dims.push(d),
@@ -322,7 +323,8 @@ pub fn parse_number(token: &str) -> f64 {
 
 /// Re-lays-out JSON text that probelake stored in the one-line layout.
 pub fn render_json_text(out: &mut Vec<u8>, text: &str, layout: Layout, depth: usize) {
-    match parse(text.as_bytes()) {
+    let arena = Arena::new();
+    match parse(text.as_bytes(), &arena) {
         Ok(node) => {
             let _ = write_node::<()>(out, &node, layout, depth, &mut |_, _| Ok(()));
         }
@@ -336,7 +338,8 @@ mod tests {
     use super::*;
 
     fn round_trip(text: &str) -> (bool, String) {
-        let node = parse(text.as_bytes()).unwrap();
+        let arena = Arena::new();
+        let node = parse(text.as_bytes(), &arena).unwrap();
         let mut scratch = Default::default();
         let leaf = Leaf::from_node(&node, &mut scratch).unwrap();
         let mut out = Vec::new();
@@ -374,7 +377,8 @@ mod tests {
             r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": "big"}"#,
             r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "requires_grad": "yes"}"#,
         ] {
-            let node = parse(bad.as_bytes()).unwrap();
+            let arena = Arena::new();
+            let node = parse(bad.as_bytes(), &arena).unwrap();
             assert!(Leaf::from_node(&node, &mut Default::default()).is_err(), "{bad}");
         }
     }

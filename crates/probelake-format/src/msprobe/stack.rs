@@ -77,7 +77,7 @@ pub fn take_apart_stack<'a>(doc: &'a Node<'a>) -> Result<(StackFormat, Vec<Stack
     let grouped = members.is_empty() || doc.value.get("0").is_some();
     let mut rows = Vec::new();
     if grouped {
-        for (key, value) in members {
+        for (key, value) in members.iter() {
             let path = format!("$[{key:?}]");
             let group = key
                 .parse::<i64>()

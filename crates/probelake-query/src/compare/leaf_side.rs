@@ -15,7 +15,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use datafusion::arrow::error::ArrowError;
-use probelake_format::json::{self, Layout};
+use probelake_format::json::{self, Arena, Layout};
 use probelake_format::msprobe::Leaf;
 
 use super::md5::crc32_hex;
@@ -77,7 +77,7 @@ impl<'a> LeafColumns<'a> {
             return self.dtype.map(Cow::Borrowed);
         }
         if self.is_plain_scalar() {
-            if let Ok(value) = json::parse(self.value.unwrap_or("null").as_bytes()) {
+            if let Ok(value) = json::parse(self.value.unwrap_or("null").as_bytes(), &Arena::new()) {
                 return Some(Cow::Owned(synthetic_dtype(item, self.kind.unwrap_or_default(), Some(&value))));
             }
         }
@@ -113,7 +113,7 @@ pub(crate) fn side_of_leaf<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<
     }
     if leaf.is_plain_scalar() {
         // The rendered text holds `"value": null` when there is no value.
-        if let Ok(value) = json::parse(leaf.value.unwrap_or("null").as_bytes()) {
+        if let Ok(value) = json::parse(leaf.value.unwrap_or("null").as_bytes(), &Arena::new()) {
             let synthetic = synthetic_fields(item, leaf.kind.unwrap_or_default(), Some(&value), None);
             let md5 = synthetic.md5.unwrap_or_else(|| crc32_hex(py_str_node(&value).as_bytes()));
             return Side {

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use probelake_format::json::{self, Node, Value};
+use probelake_format::json::{self, Arena, Node, Value};
 
 use super::md5::crc32_hex;
 use super::pyfmt::{py_bool, py_int_list, py_str_node, py_type_name, PyVal};
@@ -150,7 +150,8 @@ pub(crate) fn dtype_gate(npu: Option<&str>, bench: Option<&str>) -> bool {
 /// statistics, a CRC-32 of the value): `msprobe_compare_dtype` of a leaf's JSON, and
 /// `LeafColumns::compare_dtype` for the leaves it cannot read from their columns.
 pub(crate) fn dtype_of(item: &str, leaf_json: &str) -> Option<String> {
-    let parsed = json::parse(leaf_json.as_bytes()).ok();
+    let arena = Arena::new();
+    let parsed = json::parse(leaf_json.as_bytes(), &arena).ok();
     let node = compared_node(parsed.as_ref()).filter(|n| matches!(n.value, Value::Object(_)))?;
     Some(match node.value.get("dtype") {
         Some(dtype) => py_str_node(dtype),
@@ -163,7 +164,8 @@ pub(crate) fn dtype_of(item: &str, leaf_json: &str) -> Option<String> {
 
 /// Builds one side of a row from its item name, entry name and leaf JSON (§4.2 "Leaf row fields").
 pub(crate) fn side_of<'a>(item: &'a str, name: &'a str, leaf_json: &str) -> Side<'a> {
-    let parsed = json::parse(leaf_json.as_bytes()).ok();
+    let arena = Arena::new();
+    let parsed = json::parse(leaf_json.as_bytes(), &arena).ok();
     let node = compared_node(parsed.as_ref());
     let data_name = node.and_then(|n| n.value.get("data_name")).and_then(|d| d.value.as_str());
     let base = Side {

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
-use probelake_format::json::{parse, write_compact, write_str};
+use probelake_format::json::{parse, write_compact, write_str, Arena};
 use probelake_format::msprobe::{is_parameters_grad, Leaf};
 
 use super::{Job, Shared, ToAssembler, Work};
@@ -195,7 +195,8 @@ impl Walk<'_> {
     }
 
     fn json(&mut self, text: &str) -> Result<()> {
-        let node = parse(text.as_bytes())
+        let arena = Arena::new();
+        let node = parse(text.as_bytes(), &arena)
             .map_err(|e| WriterError::invalid(self.name, format!("bad JSON literal {text:?}: {e}")))?;
         write_compact(&mut self.skeleton, &node);
         Ok(())
@@ -205,7 +206,8 @@ impl Walk<'_> {
         match value {
             Value::Null => self.push_leaf(null_leaf()),
             Value::Scalar { kind, value } => {
-                let node = parse(value.as_bytes())
+                let arena = Arena::new();
+                let node = parse(value.as_bytes(), &arena)
                     .map_err(|e| WriterError::invalid(self.name, format!("bad JSON in a `{kind}` value: {e}")))?;
                 let mut compact = Vec::with_capacity(value.len());
                 write_compact(&mut compact, &node);

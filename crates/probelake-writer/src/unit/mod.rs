@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use probelake_format::json::{parse, Value as Json};
+use probelake_format::json::{parse, Arena, Value as Json};
 use probelake_format::msprobe::is_parameters_grad;
 use probelake_format::{CommitRecord, Unit};
 
@@ -255,7 +255,8 @@ fn plan(entry: &Entry) -> Result<Plan> {
         }
         match value {
             Value::Json(text) => {
-                parse(text.as_bytes()).map_err(|e| WriterError::invalid(name, format!("section `{section}`: {e}")))?;
+                parse(text.as_bytes(), &Arena::new())
+                    .map_err(|e| WriterError::invalid(name, format!("section `{section}`: {e}")))?;
             }
             _ => {
                 return Err(WriterError::invalid(
@@ -275,7 +276,7 @@ fn plan_value(name: &str, section: &str, value: &Value, plan: &mut Plan) -> Resu
     match value {
         Value::Null => plan.leaves += 1,
         Value::Scalar { kind, value } => {
-            parse(value.as_bytes())
+            parse(value.as_bytes(), &Arena::new())
                 .map_err(|e| WriterError::invalid(name, format!("{section}: the `{kind}` value is not JSON: {e}")))?;
             plan.leaves += 1;
         }
@@ -324,7 +325,8 @@ fn plan_value(name: &str, section: &str, value: &Value, plan: &mut Plan) -> Resu
             }
         }
         Value::Json(text) => {
-            let node = parse(text.as_bytes())
+            let arena = Arena::new();
+            let node = parse(text.as_bytes(), &arena)
                 .map_err(|e| WriterError::invalid(name, format!("{section}: bad JSON literal {text:?}: {e}")))?;
             if !matches!(node.value, Json::Number(_) | Json::Str(_) | Json::Bool(_)) {
                 return Err(WriterError::invalid(
