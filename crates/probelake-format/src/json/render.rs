@@ -105,32 +105,30 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
     // only the layout differs, so take digits and exponent from it and lay them out the Python
     // way. This runs four times per tensor leaf; `core::fmt`'s `{:e}` costs several times more.
     let mut ryu_buf = ryu::Buffer::new();
-    let text = ryu_buf.format_finite(v).as_bytes();
+    let mut text = ryu_buf.format_finite(v).as_bytes();
+    let mut decimal = Decimal::of(text);
     // Among equally short strings CPython picks the one nearest the exact value, halves to
     // even; a shortest-digits algorithm may take the other one of an exact tie
     // (23.634353637695313 for 23.6343536376953125, where CPython writes …312), so ties are
-    // settled by an exact-mode format. Ties need ≥ 15 digits, so ≥ 15 bytes of text.
+    // settled by an exact-mode format. Ties need ≥ 15 digits.
     let mut nearest = StackBuf::new();
-    let mut text = text;
-    if text.len() >= 15 {
-        let n_digits = significant_digits(text);
-        if n_digits >= 15 && may_be_tie(v, n_digits) {
-            use std::fmt::Write as _;
-            let _ = write!(nearest, "{v:.*e}", n_digits - 1);
-            if std::str::from_utf8(nearest.as_bytes()).ok().and_then(|s| s.parse::<f64>().ok()) == Some(v) {
-                text = nearest.as_bytes();
-            }
+    if decimal.len >= 15 && may_be_tie(v, decimal.len) {
+        use std::fmt::Write as _;
+        let _ = write!(nearest, "{v:.*e}", decimal.len - 1);
+        if std::str::from_utf8(nearest.as_bytes()).ok().and_then(|s| s.parse::<f64>().ok()) == Some(v) {
+            text = nearest.as_bytes();
+            decimal = Decimal::of(text);
         }
     }
     // Ryū's positional form is Python's for decimal exponents -4..16 (`0.0001`, `2512.0`);
     // Python switches to scientific one step earlier (`1e-05` where Ryū writes `0.00001`).
-    let unsigned = text.strip_prefix(b"-").unwrap_or(text);
-    if !text.contains(&b'e') && !unsigned.starts_with(b"0.0000") {
+    if !decimal.scientific && decimal.exp >= -4 {
         out.extend_from_slice(text);
         return;
     }
-    let (negative, digit_buf, n_digits, exp) = shortest_digits(text);
-    let digits = &digit_buf[..n_digits];
+    let Decimal { negative, exp, .. } = decimal;
+    let mut buf = [0; 40];
+    let digits = decimal.digits(text, &mut buf);
     if negative {
         out.push(b'-');
     }
@@ -166,51 +164,55 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
     }
 }
 
-/// The number of significant digits in a decimal number's text: its digits without the
-/// leading and trailing zeros (`1234000.0` and `0.001234` have 4), as `{:e}` would write them.
-fn significant_digits(text: &[u8]) -> usize {
-    let mantissa = text.split(|&b| b == b'e' || b == b'E').next().unwrap_or_default();
-    let digits = mantissa.iter().filter(|b| b.is_ascii_digit());
-    let leading = digits.clone().take_while(|&&b| b == b'0').count();
-    let trailing = digits.clone().rev().take_while(|&&b| b == b'0').count();
-    digits.count().saturating_sub(leading + trailing)
+/// A decimal number as Ryū or `{:e}` write it (`-1234.5`, `0.001`, `1e16`, `1.25e-7`), read
+/// without copying its digits: sign, number of significant digits (no leading or trailing
+/// zeros; one for zero), the decimal exponent of the first one, and whether it was written
+/// with an exponent. Each is found by a short scan from the end it is nearest (the first
+/// non-zero digit is rarely past the third byte, the last one is at the end); a digit-by-digit
+/// pass over the whole text, as before, was a third of `write_f64`.
+struct Decimal {
+    negative: bool,
+    len: usize,
+    exp: i32,
+    scientific: bool,
 }
 
-/// Splits a decimal number as Ryū or `{:e}` write it (`-1234.5`, `0.001`, `1e16`,
-/// `1.25e-7`) into sign, significant digits (no leading or trailing zeros; `0` for zero) and
-/// the decimal exponent of the first digit.
-fn shortest_digits(text: &[u8]) -> (bool, [u8; 40], usize, i32) {
-    let (negative, text) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, text),
-    };
-    let (mantissa, exp_text) = match text.iter().position(|&b| b == b'e' || b == b'E') {
-        Some(at) => (&text[..at], Some(&text[at + 1..])),
-        None => (text, None),
-    };
-    let int_len = mantissa.iter().position(|&b| b == b'.').unwrap_or(mantissa.len()) as i32;
-    let mut exp = exp_text.map_or(0, parse_exponent) + int_len - 1;
-    let mut digits = [0u8; 40];
-    let mut n = 0;
-    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
-        if n == 0 && b == b'0' {
-            exp -= 1;
-            continue;
+impl Decimal {
+    fn of(text: &[u8]) -> Decimal {
+        let negative = text.first() == Some(&b'-');
+        let body = text.get(usize::from(negative)..).unwrap_or_default();
+        // The exponent ends the text (`e-324` at the longest): look for its `e` there only.
+        let tail = body.len().saturating_sub(6);
+        let (mantissa, exp10, scientific) = match body[tail..].iter().rposition(|&b| b == b'e' || b == b'E') {
+            Some(at) => (&body[..tail + at], parse_exponent(&body[tail + at + 1..]), true),
+            None => (body, 0, false),
+        };
+        let nonzero = |b: &u8| (b'1'..=b'9').contains(b);
+        let (Some(first), Some(last)) = (mantissa.iter().position(nonzero), mantissa.iter().rposition(nonzero)) else {
+            return Decimal { negative, len: 1, exp: 0, scientific };
+        };
+        let point = mantissa.iter().position(|&b| b == b'.').unwrap_or(mantissa.len());
+        // A digit's place among the digits: bytes after the point are one further on.
+        let place = |byte: usize| if byte > point { byte - 1 } else { byte };
+        Decimal {
+            negative,
+            len: place(last) - place(first) + 1,
+            exp: exp10 + point as i32 - 1 - place(first) as i32,
+            scientific,
         }
-        if let Some(slot) = digits.get_mut(n) {
-            *slot = b;
+    }
+
+    /// The significant digits of `text`, the text this was read from, in `buf`.
+    fn digits<'b>(&self, text: &[u8], buf: &'b mut [u8; 40]) -> &'b [u8] {
+        let mantissa = text.iter().take_while(|&&b| b != b'e' && b != b'E');
+        let mut digits = mantissa.filter(|b| b.is_ascii_digit()).skip_while(|&&b| b == b'0');
+        let mut n = 0;
+        for slot in buf.iter_mut().take(self.len) {
+            *slot = digits.next().copied().unwrap_or(b'0');
             n += 1;
         }
+        &buf[..n]
     }
-    while n > 1 && digits[n - 1] == b'0' {
-        n -= 1;
-    }
-    if n == 0 {
-        digits[0] = b'0';
-        n = 1;
-        exp = 0;
-    }
-    (negative, digits, n, exp)
 }
 
 /// Whether the exact value of finite `v` may lie halfway between two `digits`-digit decimals.
@@ -239,20 +241,30 @@ fn may_be_tie(v: f64, digits: usize) -> bool {
     if k >= 26 {
         return false;
     }
+    // `m` is odd and k ≥ 1, so the expansion ends in a 5; only its length is in question:
+    // `digits + 1` digits is 10^digits ≤ exact < 10^(digits + 1). (A u128 `ilog10` and `% 10`
+    // were an eighth of `write_f64`.)
     let exact = u128::from(m) * POW5[k as usize];
-    exact.ilog10() as usize == digits && exact % 10 == 5
+    match (POW10.get(digits), POW10.get(digits + 1)) {
+        (Some(&low), Some(&high)) => (low..high).contains(&exact),
+        _ => true,
+    }
 }
 
 /// 5^0 ..= 5^25.
-const POW5: [u128; 26] = {
+const POW5: [u128; 26] = powers(5);
+/// 10^0 ..= 10^25.
+const POW10: [u128; 26] = powers(10);
+
+const fn powers(base: u128) -> [u128; 26] {
     let mut table = [1u128; 26];
     let mut i = 1;
     while i < 26 {
-        table[i] = table[i - 1] * 5;
+        table[i] = table[i - 1] * base;
         i += 1;
     }
     table
-};
+}
 
 fn parse_exponent(text: &[u8]) -> i32 {
     let (negative, digits) = match text.split_first() {
@@ -327,16 +339,20 @@ mod tests {
             return String::from_utf8(out).unwrap();
         }
         let short = format!("{v:e}");
-        let (_, _, n, _) = shortest_digits(short.as_bytes());
+        let n = Decimal::of(short.as_bytes()).len;
         let mut text = short.clone();
-        if n >= 15 && may_be_tie(v, n) {
+        // Every candidate checked, not only those `may_be_tie` lets through.
+        if n >= 15 {
             let nearest = format!("{v:.*e}", n - 1);
             if nearest.parse::<f64>().ok() == Some(v) {
                 text = nearest;
             }
         }
-        let (negative, digits, n, exp) = shortest_digits(text.as_bytes());
-        let digits = std::str::from_utf8(&digits[..n]).unwrap();
+        let decimal = Decimal::of(text.as_bytes());
+        let (negative, exp) = (decimal.negative, decimal.exp);
+        let mut buf = [0; 40];
+        let digits = std::str::from_utf8(decimal.digits(text.as_bytes(), &mut buf)).unwrap();
+        let n = digits.len();
         let sign = if negative { "-" } else { "" };
         let n = n as i32;
         if (-4..16).contains(&exp) {
