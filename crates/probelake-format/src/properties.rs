@@ -19,8 +19,9 @@ pub const FLOAT_COLUMNS: [&str; 4] = ["max", "min", "mean", "norm"];
 /// String columns written without a dictionary: their values are all different (`item`,
 /// `md5`, `data_name`, `raw`, `value`) or repeat only within one entry (`name`, `path`). A
 /// dictionary of values that do not repeat costs an interning per value on write and a gather
-/// per value on read, and plain pages under LZ4 are smaller: the synthesized bench runs' dump
-/// tables went from 33.8 to 24.8 MB, the shared fixtures' by 7–10% (docs/benchmarks.md).
+/// per value on read, and without one (the v2 writer then prefix-encodes them,
+/// `DELTA_BYTE_ARRAY`) the pages under LZ4 are smaller: the synthesized bench runs' dump tables
+/// went from 33.8 to 24.8 MB, the shared fixtures' by 7–10% (docs/benchmarks.md).
 pub const UNIQUE_PER_ROW: [&str; 7] = ["item", "md5", "data_name", "value", "raw", "name", "path"];
 
 /// The codec of `table`'s files.
