@@ -175,12 +175,16 @@ struct Decimal {
     len: usize,
     exp: i32,
     scientific: bool,
+    /// Where the significant digits are in the text: from the first to the last non-zero one,
+    /// with the point among them when it falls there.
+    span: std::ops::Range<usize>,
 }
 
 impl Decimal {
     fn of(text: &[u8]) -> Decimal {
         let negative = text.first() == Some(&b'-');
-        let body = text.get(usize::from(negative)..).unwrap_or_default();
+        let start = usize::from(negative);
+        let body = text.get(start..).unwrap_or_default();
         // The exponent ends the text (`e-324` at the longest): look for its `e` there only.
         let tail = body.len().saturating_sub(6);
         let (mantissa, exp10, scientific) = match body[tail..].iter().rposition(|&b| b == b'e' || b == b'E') {
@@ -189,7 +193,7 @@ impl Decimal {
         };
         let nonzero = |b: &u8| (b'1'..=b'9').contains(b);
         let (Some(first), Some(last)) = (mantissa.iter().position(nonzero), mantissa.iter().rposition(nonzero)) else {
-            return Decimal { negative, len: 1, exp: 0, scientific };
+            return Decimal { negative, len: 1, exp: 0, scientific, span: 0..0 };
         };
         let point = mantissa.iter().position(|&b| b == b'.').unwrap_or(mantissa.len());
         // A digit's place among the digits: bytes after the point are one further on.
@@ -199,17 +203,22 @@ impl Decimal {
             len: place(last) - place(first) + 1,
             exp: exp10 + point as i32 - 1 - place(first) as i32,
             scientific,
+            span: start + first..start + last + 1,
         }
     }
 
     /// The significant digits of `text`, the text this was read from, in `buf`.
     fn digits<'b>(&self, text: &[u8], buf: &'b mut [u8; 40]) -> &'b [u8] {
-        let mantissa = text.iter().take_while(|&&b| b != b'e' && b != b'E');
-        let mut digits = mantissa.filter(|b| b.is_ascii_digit()).skip_while(|&&b| b == b'0');
+        if self.span.is_empty() {
+            buf[0] = b'0';
+            return &buf[..1];
+        }
         let mut n = 0;
-        for slot in buf.iter_mut().take(self.len) {
-            *slot = digits.next().copied().unwrap_or(b'0');
-            n += 1;
+        for &b in text.get(self.span.clone()).unwrap_or_default() {
+            if b != b'.' && n < buf.len() {
+                buf[n] = b;
+                n += 1;
+            }
         }
         &buf[..n]
     }
