@@ -252,6 +252,9 @@ impl Comparison {
             // optimizer built the hash table from a side's every leaf (all its columns
             // gathered into one batch) and probed it with the file list.
             optimizer.join_reordering = false;
+            // The file list is a handful of rows: collected whole, not hashed to partitions by
+            // its (inner_step, pid), which sent all of a one-file unit's leaves to one core.
+            optimizer.repartition_joins = false;
         }
         let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
         let plan = plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
