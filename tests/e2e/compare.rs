@@ -339,3 +339,67 @@ async fn reused_plans_give_each_unit_pair_its_own_rows() {
     let planned = comparison.pairs_planned();
     assert!((1..t_units.len()).contains(&planned), "{planned} of {} pairs planned", t_units.len());
 }
+
+/// A planned unit written as CSV is built a few thousand rows at a time on every core; the
+/// file must be the one the whole table gives, whatever the chunks.
+#[tokio::test(flavor = "multi_thread")]
+async fn streamed_csv_is_the_whole_tables_csv() {
+    use probelake_format::synth::{write_run, SynthSpec};
+    use probelake_query::compare::{CompareError, Comparison};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut lakes = Vec::new();
+    for (name, bug) in [("bug", Some((3, 1.01))), ("base", None)] {
+        let spec = SynthSpec {
+            layers: 128,
+            global_steps: vec![1],
+            stages: vec!["actor_update".into()],
+            attention_scale_bug: bug,
+            ..SynthSpec::demo()
+        };
+        let src = tmp.path().join(format!("{name}-tree"));
+        write_run(&spec, &src).expect("synth");
+        let lake = Lake::local(&tmp.path().join(name)).expect("lake");
+        import(&src, &lake, &Default::default(), &NoProgress).await.expect("import");
+        lakes.push(lake);
+    }
+    let (target, golden) = (&lakes[0], &lakes[1]);
+    let (t, g) = (&target.units().await.expect("units")[0], &golden.units().await.expect("units")[0]);
+    let comparison = Comparison::new(target.clone(), golden.clone(), CompareOptions::default());
+    let whole = comparison.unit(t, g).await.expect("compare");
+    // Several chunks of 4096 rows for each of the two cores CI has.
+    assert!(whole.rows.len() > 4 * 4096, "{} rows", whole.rows.len());
+    let mut expected = Vec::new();
+    whole.write_csv(&mut expected).expect("csv");
+
+    let planned = comparison.plan_unit(t, g).await.expect("plan");
+    assert_eq!((planned.header(), planned.unit()), (whole.header.as_slice(), &whole.unit));
+    let mut streamed = Vec::new();
+    let counts = planned.write_csv(&mut streamed).expect("csv");
+    assert!(streamed == expected, "streamed CSV differs from the whole table's");
+    let result = whole.header.iter().position(|h| h == "Result").expect("Result column");
+    let errors = whole.rows.iter().filter(|r| r.get(result) == Some("error")).count();
+    assert_eq!((counts.rows, counts.errors), (whole.rows.len(), errors));
+    assert!(errors > 0, "the bug gives rows with Result `error`");
+
+    // A writer that fails part way stops the building with its error.
+    struct FullAfter(usize);
+    impl std::io::Write for FullAfter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0 < buf.len() {
+                return Err(std::io::Error::other("disk full"));
+            }
+            self.0 -= buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    match planned.write_csv(&mut FullAfter(expected.len() / 2)) {
+        Err(CompareError::Write(e)) => assert_eq!(e.to_string(), "disk full"),
+        other => panic!("expected the writer's error, got {other:?}"),
+    }
+    let whole_again = planned.collect().expect("collect");
+    assert_eq!(whole_again.rows, whole.rows);
+}

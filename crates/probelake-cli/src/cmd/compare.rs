@@ -10,7 +10,7 @@ use probelake_format::layout::encode_partition_value;
 use probelake_format::msprobe::{import, ImportOptions, NoProgress, Progress as _};
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
-use probelake_query::compare::{CompareMode, CompareOptions, Comparison, UnitComparison};
+use probelake_query::compare::{CompareError, CompareMode, CompareOptions, Comparison, PlannedUnit, UnitComparison};
 
 use super::Context;
 use crate::progress::Bar;
@@ -135,12 +135,18 @@ pub fn pair_units<'a>(
 
 /// msprobe's name for a result: `compare_result_{ts}` for two dump.json files, else suffixed
 /// with the target's rank folder (`_rank{R}`, or `_proc{pid}` for a lone process folder).
-fn file_name(result: &UnitComparison, from_file: bool, stamp: &str, ext: &str) -> String {
-    let pid = match result.target_files.as_slice() {
+fn file_name(
+    unit: &Unit,
+    target_files: &[(Option<i64>, Option<i64>)],
+    from_file: bool,
+    stamp: &str,
+    ext: &str,
+) -> String {
+    let pid = match target_files {
         [(_, Some(pid))] => Some(*pid),
         _ => None,
     };
-    match (from_file, result.unit.rank, pid) {
+    match (from_file, unit.rank, pid) {
         (false, rank, _) if rank >= 0 => format!("compare_result_rank{rank}_{stamp}.{ext}"),
         (false, _, Some(pid)) => format!("compare_result_proc{pid}_{stamp}.{ext}"),
         _ => format!("compare_result_{stamp}.{ext}"),
@@ -205,7 +211,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             while in_flight.len() < UNITS_IN_FLIGHT {
                 let Some(&(t, g)) = queue.next() else { break };
                 let (comparison, unit_t, unit_g) = (Arc::clone(&comparison), t.clone(), g.clone());
-                let task = async move { comparison.unit(&unit_t, &unit_g).await };
+                let task = async move { comparison.plan_unit(&unit_t, &unit_g).await };
                 in_flight.push_back((t, g, tokio::spawn(task)));
             }
             let Some((t, g, task)) = in_flight.pop_front() else { break };
@@ -281,10 +287,11 @@ impl Sink {
         }
     }
 
-    fn add(&mut self, result: UnitComparison) -> anyhow::Result<()> {
-        self.errors += count_errors(&result);
+    fn add(&mut self, planned: PlannedUnit) -> anyhow::Result<()> {
         let ext = match self.format {
             CompareFormat::Table => {
+                let result = collect(planned)?;
+                self.errors += count_errors(&result);
                 self.tables.push(result);
                 return Ok(());
             }
@@ -292,20 +299,41 @@ impl Sink {
             CompareFormat::Csv => "csv",
             CompareFormat::Parquet => "parquet",
         };
-        let unit = &result.unit;
+        let unit = planned.unit().clone();
         let dir = if self.nested {
             PathBuf::from(format!("step{}", unit.step)).join(folder_name(&unit.stage))
         } else {
             PathBuf::new()
         };
-        let rel = dir.join(file_name(&result, self.from_file, &self.stamp, ext));
+        let rel = dir.join(file_name(&unit, planned.target_files(), self.from_file, &self.stamp, ext));
         let written = match self.format {
-            // Written as it is rendered: a CSV is the largest output (200 MB for a 100 MB pair).
+            // Built as it is written: a CSV is the largest output (200 MB for a 100 MB pair).
             CompareFormat::Csv if !self.xlsx => {
-                self.tree.write_with(&rel, |file| result.write_csv(file)).map_err(anyhow::Error::from)
+                // A failure to build the rows is the comparison's, not the file's: kept aside
+                // to be reported as such.
+                let mut failed = None;
+                let written = self.tree.write_with(&rel, |file| match planned.write_csv(file) {
+                    Ok(counts) => {
+                        self.errors += counts.errors;
+                        Ok(())
+                    }
+                    Err(CompareError::Write(e)) => Err(e),
+                    Err(e) => {
+                        let message = e.to_string();
+                        failed = Some(e);
+                        Err(std::io::Error::other(message))
+                    }
+                });
+                if let Some(e) = failed {
+                    return Err(anyhow::Error::new(e).context(format!("comparing {unit}")));
+                }
+                written.map_err(anyhow::Error::from)
             }
-            _ => render_result(&result, self.xlsx)
-                .and_then(|bytes| self.tree.write(&rel, &bytes).map_err(anyhow::Error::from)),
+            _ => collect(planned).and_then(|result| {
+                self.errors += count_errors(&result);
+                render_result(&result, self.xlsx)
+                    .and_then(|bytes| self.tree.write(&rel, &bytes).map_err(anyhow::Error::from))
+            }),
         };
         written.with_context(|| format!("writing {}", self.output.join(&rel).display()))?;
         self.written.push(self.output.join(rel));
@@ -325,6 +353,12 @@ impl Sink {
     fn rollback(self) {
         self.tree.rollback();
     }
+}
+
+/// The whole table of a planned unit.
+fn collect(planned: PlannedUnit) -> anyhow::Result<UnitComparison> {
+    let unit = planned.unit().clone();
+    planned.collect().with_context(|| format!("comparing {unit}"))
 }
 
 fn count_errors(result: &UnitComparison) -> usize {

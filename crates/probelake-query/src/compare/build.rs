@@ -1,10 +1,11 @@
 //! The cells of msprobe's table from the matched rows of one dump-file pair.
 //!
-//! Rows are written straight into one [`Rows`] buffer. The rules need a whole dump key's rows
+//! Rows are written straight into [`Rows`] buffers. The rules need a whole dump key's rows
 //! before they can fill `Result` and `Err_message`, so each row's cells up to
 //! `Requires_grad Consistent` go into a first buffer, and the finished rows are assembled
-//! after the rules ran. Large files are cut at dump-key boundaries (the rules never look past a
-//! key) and built on all cores.
+//! after the rules ran. Files are cut into chunks at dump-key boundaries (the rules never look
+//! past a key), built on all cores and handed on in order as they are done, so that a table
+//! can be written while its later rows are built.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,13 +18,17 @@ use super::pyfmt::{push_py_str_list, PyVal};
 use super::rows::{MatchedRow, Side};
 use super::rules::{self, Cv, RuleRow, RuleSet};
 use super::tensor::{self, Metric};
-use super::threads::{cores, map_scoped};
+use super::threads::{cores, map_scoped, stream_scoped};
 use super::{md5, stats, CompareError, CompareMode};
 
 const NA: &str = "N/A";
 
-/// Below this many rows a file is built on the calling thread alone.
+/// Below this many rows a file's statistics are read on the calling thread alone.
 const ROWS_PER_THREAD: usize = 4096;
+
+/// Rows built at a time: a chunk's buffers (~2.5 MB of cells) are freed and taken again for
+/// the next, where the whole table of a 100 MB pair (~260 MB) was faulted in page by page.
+pub(crate) const ROWS_PER_CHUNK: usize = 4096;
 
 /// The column names of msprobe's table, as its CSV header.
 pub(crate) fn header(mode: CompareMode, stack: bool) -> Vec<String> {
@@ -76,12 +81,26 @@ pub(crate) struct FilePair<'a> {
     pub gtensors: &'a HashMap<String, Arc<TensorData>>,
 }
 
-/// Appends the rows of `pair` to `out` (as wide as [`header`]`(pair.mode, pair.stack)`).
-pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) -> Result<(), CompareError> {
+/// Builds the rows of `pair` (as wide as [`header`]`(pair.mode, pair.stack)`) in chunks of
+/// about `rows_per_chunk`, on all cores; `map` takes each chunk on the thread that built it,
+/// and `sink` gets what `map` made of the chunks in row order, on the calling thread.
+pub(crate) fn build_chunks<T: Send>(
+    pair: &FilePair<'_>,
+    rows_per_chunk: usize,
+    map: impl Fn(Rows) -> Result<T, CompareError> + Sync,
+    sink: impl FnMut(T) -> Result<(), CompareError>,
+) -> Result<(), CompareError> {
     let keys: Vec<&str> = pair.rows.iter().map(|&row| pair.plan.key(row)).collect();
-    let chunks = key_chunks(&keys);
-    // How pandas types each statistics column depends on every row of the file: a first pass
-    // reads the statistics alone, chunk by chunk.
+    let floats = float_columns(pair, &keys)?;
+    let chunks = key_chunks(&keys, keys.len().div_ceil(rows_per_chunk.max(1)));
+    stream_scoped(&chunks, |range| map(chunk_rows(pair, &keys, range.clone(), floats)?), sink)
+}
+
+/// Which statistic columns of each side turn their integers into floats. How pandas types a
+/// column depends on every row of the file: a first pass reads the statistics alone, on all
+/// cores.
+fn float_columns(pair: &FilePair<'_>, keys: &[&str]) -> Result<[[bool; 4]; 2], CompareError> {
+    let chunks = key_chunks(keys, (keys.len() / ROWS_PER_THREAD).clamp(1, cores()));
     let kinds = map_scoped(&chunks, |range| {
         let mut kinds = [ColumnKinds::default(); 2];
         for &row in &pair.rows[range.clone()] {
@@ -96,16 +115,12 @@ pub(crate) fn build_rows(pair: &FilePair<'_>, out: &mut Rows) -> Result<(), Comp
         let part = part?;
         merged = [merged[0].merge(part[0]), merged[1].merge(part[1])];
     }
-    let floats = merged.map(|k| k.floats());
-    for rows in map_scoped(&chunks, |range| chunk_rows(pair, &keys, range.clone(), floats)) {
-        out.append(rows?);
-    }
-    Ok(())
+    Ok(merged.map(|k| k.floats()))
 }
 
-/// Cuts the rows of dump keys `keys` into one range per core, each ending where a key ends.
-fn key_chunks(keys: &[&str]) -> Vec<std::ops::Range<usize>> {
-    let count = (keys.len() / ROWS_PER_THREAD).clamp(1, cores());
+/// Cuts the rows of dump keys `keys` into about `count` ranges, each ending where a key ends.
+fn key_chunks(keys: &[&str], count: usize) -> Vec<std::ops::Range<usize>> {
+    let count = count.max(1);
     let mut ranges = Vec::with_capacity(count);
     let mut start = 0;
     for k in 1..count {
@@ -264,7 +279,7 @@ mod tests {
     fn chunks_end_where_keys_end() {
         let names: Vec<String> = (0..3 * ROWS_PER_THREAD).map(|i| format!("k{}", i / 7)).collect();
         let keys: Vec<&str> = names.iter().map(String::as_str).collect();
-        let chunks = key_chunks(&keys);
+        let chunks = key_chunks(&keys, 3);
         assert_eq!(chunks.first().map(|r| r.start), Some(0));
         assert_eq!(chunks.last().map(|r| r.end), Some(keys.len()));
         for w in chunks.windows(2) {
@@ -273,7 +288,7 @@ mod tests {
         }
         // One key throughout: nowhere to cut.
         let one = vec!["k"; 3 * ROWS_PER_THREAD];
-        let whole = key_chunks(&one);
+        let whole = key_chunks(&one, 3);
         assert!(whole.len() == 1 && whole[0] == (0..one.len()), "{whole:?}");
     }
 }

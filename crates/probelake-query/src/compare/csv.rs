@@ -73,7 +73,15 @@ pub(crate) fn write_rows(rows: &Rows, out: &mut impl Write) -> std::io::Result<(
 
 /// The CSV text of rows `piece * PIECE_ROWS ..`, at most `PIECE_ROWS` of them.
 fn render_piece(rows: &Rows, piece: usize) -> Vec<u8> {
-    let range = piece * PIECE_ROWS..rows.len().min((piece + 1) * PIECE_ROWS);
+    render_range(rows, piece * PIECE_ROWS..rows.len().min((piece + 1) * PIECE_ROWS))
+}
+
+/// The CSV text of every row of `rows`.
+pub(crate) fn render_rows(rows: &Rows) -> Vec<u8> {
+    render_range(rows, 0..rows.len())
+}
+
+fn render_range(rows: &Rows, range: std::ops::Range<usize>) -> Vec<u8> {
     // The cells' text, a separator per cell and room for some quotes.
     let cells = range.len() * rows.width();
     let mut text = Vec::with_capacity(rows.text_len_of(range.clone()) + cells + cells / 4);

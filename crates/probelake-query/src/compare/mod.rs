@@ -3,15 +3,17 @@
 //!
 //! One [`compare_unit`] call compares one unit of the target (NPU) run with one unit of the
 //! golden (bench) run and returns the rows msprobe's CSV would hold;
-//! [`UnitComparison::write_csv`] writes them as pandas does. The rules behind every cell are in
-//! `docs/compare.md`.
+//! [`UnitComparison::write_csv`] writes them as pandas does ([`Comparison::plan_unit`] and
+//! [`PlannedUnit::write_csv`] write them without holding the whole table). The rules behind
+//! every cell are in `docs/compare.md`.
 //!
 //! The pieces: `plan` is the DataFusion plan that selects both sides' leaves, keys them (with
 //! backward renumbering) and joins them, through the SQL functions of `crate::udf` built on
 //! `rows` (per-row rules), then puts the rows in msprobe's order; `leaves` scans each side's
 //! leaves and finds a row's leaf by position, `leaf_side` reads its cells; `load` reads the per-file
 //! context (task, stacks, tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules`
-//! the Result and Err_message columns; `pyfmt` prints values as Python does; `csv` quotes like
+//! the Result and Err_message columns; `build` builds the rows chunk by chunk and `planned`
+//! hands them to a writer or a table; `pyfmt` prints values as Python does; `csv` quotes like
 //! pandas; `typed` turns the table into typed Arrow columns for Parquet.
 
 mod build;
@@ -23,6 +25,7 @@ mod leaves;
 mod load;
 mod md5;
 mod plan;
+mod planned;
 mod prepared;
 mod pyfmt;
 pub(crate) mod rows;
@@ -43,8 +46,9 @@ use crate::QueryError;
 
 pub use self::cells::{Row, Rows};
 pub use self::plan::compare_sql;
+pub use self::planned::{PlannedUnit, TableCounts};
 
-use self::build::{build_rows, header, FilePair};
+use self::build::{build_chunks, header, FilePair, ROWS_PER_CHUNK};
 use self::load::{read_files, read_tensors, DumpFile, FileKey, Stacks};
 use self::prepared::{PairFiles, PreparedPlans};
 
@@ -138,6 +142,9 @@ pub enum CompareError {
     /// msprobe cannot compare this task (e.g. `structure`).
     #[error("msprobe compare does not support task `{0}`")]
     Unsupported(String),
+    /// Writing the table failed.
+    #[error("writing the table: {0}")]
+    Write(#[from] std::io::Error),
 }
 
 fn unit_text(u: &Unit) -> String {
@@ -233,6 +240,13 @@ impl Comparison {
     /// Compares unit `t` of the target with unit `g` of the golden run: committed units of the
     /// two datasets (from [`Lake::units`]).
     pub async fn unit(&self, t: &CommitRecord, g: &CommitRecord) -> Result<UnitComparison, CompareError> {
+        self.plan_unit(t, g).await?.collect()
+    }
+
+    /// Runs the plans of unit `t` of the target and unit `g` of the golden run and reads their
+    /// context; the rows are built when the [`PlannedUnit`] is written
+    /// ([`PlannedUnit::write_csv`], a few thousand rows at a time) or collected.
+    pub async fn plan_unit(&self, t: &CommitRecord, g: &CommitRecord) -> Result<PlannedUnit, CompareError> {
         let (target, golden, opts) = (&self.target, &self.golden, &self.opts);
         let started = std::time::Instant::now();
         let runs = vec![
@@ -287,27 +301,35 @@ impl Comparison {
         let mode = mode.unwrap_or(CompareMode::Statistics);
         let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
         let header = header(mode, stack);
-        let mut rows = Rows::new(header.len());
-        let empty = DumpFile::default();
-        for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
-            let (ttensors, gtensors) = if mode == CompareMode::Tensor {
-                (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?)
-            } else {
-                Default::default()
-            };
-            let pair = FilePair {
-                mode,
-                stack,
-                npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
-                rows: plan.file_rows(file_no),
-                plan: &plan,
-                ttensors: &ttensors,
-                gtensors: &gtensors,
-            };
-            build_rows(&pair, &mut rows)?;
-        }
+        // Tensor mode builds a file pair's rows as soon as its tensors are read, so that memory
+        // holds one pair's tensors at a time.
+        let built = match mode {
+            CompareMode::Tensor => {
+                let mut rows = Rows::new(header.len());
+                let empty = DumpFile::default();
+                for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
+                    let (ttensors, gtensors) =
+                        (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?);
+                    let pair = FilePair {
+                        mode,
+                        stack,
+                        npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
+                        rows: plan.file_rows(file_no),
+                        plan: &plan,
+                        ttensors: &ttensors,
+                        gtensors: &gtensors,
+                    };
+                    build_chunks(&pair, ROWS_PER_CHUNK, Ok, |chunk| {
+                        rows.append(chunk);
+                        Ok(())
+                    })?;
+                }
+                Some(rows)
+            }
+            _ => None,
+        };
         let target_files = tfiles.iter().map(|f| f.key).collect();
-        tracing::debug!(unit = %t.unit, rows = rows.len(), ?planned, ?with_context, total = ?started.elapsed(), "compared");
-        Ok(UnitComparison { unit: t.unit.clone(), mode, header, rows, target_files })
+        tracing::debug!(unit = %t.unit, ?planned, ?with_context, total = ?started.elapsed(), "compare planned");
+        Ok(PlannedUnit { unit: t.unit.clone(), mode, header, stack, target_files, plan, context: tcontext, built })
     }
 }

@@ -1,0 +1,146 @@
+//! A unit pair whose plans ran: its table is built when it is written or collected.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+
+use probelake_format::Unit;
+
+use super::build::{build_chunks, FilePair, ROWS_PER_CHUNK};
+use super::cells::Rows;
+use super::load::{DumpFile, FileKey};
+use super::plan::PlanOutput;
+use super::{csv, CompareError, CompareMode, UnitComparison};
+
+/// A compared unit pair before its rows are built: what [`Comparison::plan_unit`] returns.
+///
+/// [`write_csv`](Self::write_csv) builds the rows a few thousand at a time and writes each
+/// chunk while the next ones are built, so memory never holds the whole table (about 2.6x the
+/// size of the target's dump.json) and the writing overlaps the building.
+/// [`collect`](Self::collect) builds the whole table as a [`UnitComparison`].
+///
+/// [`Comparison::plan_unit`]: super::Comparison::plan_unit
+pub struct PlannedUnit {
+    pub(super) unit: Unit,
+    pub(super) mode: CompareMode,
+    pub(super) header: Vec<String>,
+    pub(super) stack: bool,
+    pub(super) target_files: Vec<FileKey>,
+    pub(super) plan: PlanOutput,
+    /// The target's dump files (their stacks).
+    pub(super) context: BTreeMap<FileKey, DumpFile>,
+    /// The rows of a tensor-mode pair, built while each file pair's tensors were read.
+    pub(super) built: Option<Rows>,
+}
+
+/// What [`PlannedUnit::write_csv`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableCounts {
+    /// Rows below the header.
+    pub rows: usize,
+    /// Rows whose `Result` is `error`.
+    pub errors: usize,
+}
+
+impl std::fmt::Debug for PlannedUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlannedUnit").field("unit", &self.unit).field("mode", &self.mode).finish_non_exhaustive()
+    }
+}
+
+impl PlannedUnit {
+    /// The target unit.
+    pub fn unit(&self) -> &Unit {
+        &self.unit
+    }
+
+    /// The mode the table is built in.
+    pub fn mode(&self) -> CompareMode {
+        self.mode
+    }
+
+    /// Column names, as msprobe's CSV header.
+    pub fn header(&self) -> &[String] {
+        &self.header
+    }
+
+    /// `(inner_step, pid)` of each target dump file, in pairing order.
+    pub fn target_files(&self) -> &[(Option<i64>, Option<i64>)] {
+        &self.target_files
+    }
+
+    /// Builds the whole table.
+    pub fn collect(mut self) -> Result<UnitComparison, CompareError> {
+        let started = std::time::Instant::now();
+        let rows = match self.built.take() {
+            Some(rows) => rows,
+            None => {
+                let mut rows = Rows::new(self.header.len());
+                self.build(Ok, |chunk| {
+                    rows.append(chunk);
+                    Ok(())
+                })?;
+                rows
+            }
+        };
+        tracing::debug!(unit = %self.unit, rows = rows.len(), elapsed = ?started.elapsed(), "compare rows built");
+        let PlannedUnit { unit, mode, header, target_files, .. } = self;
+        Ok(UnitComparison { unit, mode, header, rows, target_files })
+    }
+
+    /// Writes the table as `msprobe compare` writes its CSV (pandas `to_csv(index=False)`),
+    /// building it chunk by chunk on every core while earlier chunks are written.
+    pub fn write_csv(&self, out: &mut impl Write) -> Result<TableCounts, CompareError> {
+        let started = std::time::Instant::now();
+        let mut header = Vec::with_capacity(1024);
+        csv::write_record(&mut header, &self.header)?;
+        out.write_all(&header)?;
+        let result = self.header.iter().position(|h| h == "Result");
+        let counts_of = |rows: &Rows| TableCounts {
+            rows: rows.len(),
+            errors: result.map_or(0, |c| rows.iter().filter(|r| r.get(c) == Some("error")).count()),
+        };
+        let mut counts = TableCounts::default();
+        let mut add = |c: TableCounts| {
+            counts.rows += c.rows;
+            counts.errors += c.errors;
+        };
+        match &self.built {
+            Some(rows) => {
+                csv::write_rows(rows, out)?;
+                add(counts_of(rows));
+            }
+            None => self.build(
+                |rows| Ok((csv::render_rows(&rows), counts_of(&rows))),
+                |(text, c)| {
+                    out.write_all(&text)?;
+                    add(c);
+                    Ok(())
+                },
+            )?,
+        }
+        tracing::debug!(unit = %self.unit, rows = counts.rows, elapsed = ?started.elapsed(), "compare rows written");
+        Ok(counts)
+    }
+
+    /// Builds the rows of every file pair, chunk by chunk (see [`build_chunks`]).
+    fn build<T: Send>(
+        &self,
+        map: impl Fn(Rows) -> Result<T, CompareError> + Sync,
+        mut sink: impl FnMut(T) -> Result<(), CompareError>,
+    ) -> Result<(), CompareError> {
+        let (empty, no_tensors) = (DumpFile::default(), HashMap::new());
+        for (file_no, key) in (1i64..).zip(&self.target_files) {
+            let pair = FilePair {
+                mode: self.mode,
+                stack: self.stack,
+                npu_file: self.context.get(key).unwrap_or(&empty),
+                rows: self.plan.file_rows(file_no),
+                plan: &self.plan,
+                ttensors: &no_tensors,
+                gtensors: &no_tensors,
+            };
+            build_chunks(&pair, ROWS_PER_CHUNK, &map, &mut sink)?;
+        }
+        Ok(())
+    }
+}
