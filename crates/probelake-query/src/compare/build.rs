@@ -91,31 +91,44 @@ pub(crate) fn build_chunks<T: Send>(
     sink: impl FnMut(T) -> Result<(), CompareError>,
 ) -> Result<(), CompareError> {
     let keys: Vec<&str> = pair.rows.iter().map(|&row| pair.plan.key(row)).collect();
-    let floats = float_columns(pair, &keys)?;
+    let (floats, matched) = first_pass(pair, &keys)?;
     let chunks = key_chunks(&keys, keys.len().div_ceil(rows_per_chunk.max(1)));
-    stream_scoped(&chunks, |range| map(chunk_rows(pair, &keys, range.clone(), floats)?), sink)
+    let first = FirstPass { floats, matched: &matched };
+    stream_scoped(&chunks, |range| map(chunk_rows(pair, &keys, range.clone(), &first)?), sink)
 }
 
-/// Which statistic columns of each side turn their integers into floats. How pandas types a
-/// column depends on every row of the file: a first pass reads the statistics alone, on all
-/// cores.
-fn float_columns(pair: &FilePair<'_>, keys: &[&str]) -> Result<[[bool; 4]; 2], CompareError> {
+/// What the first pass over a file's rows found.
+struct FirstPass<'a> {
+    /// Which statistic columns of each side turn their integers into floats.
+    floats: [[bool; 4]; 2],
+    /// Whether each row has a bench side (the dtype gate's verdict included).
+    matched: &'a [bool],
+}
+
+/// Which statistic columns of each side turn their integers into floats, and which rows are
+/// matched. How pandas types a column depends on every row of the file: a first pass reads the
+/// statistics alone, on all cores; it applies the dtype gate, whose verdicts the second keeps.
+fn first_pass(pair: &FilePair<'_>, keys: &[&str]) -> Result<([[bool; 4]; 2], Vec<bool>), CompareError> {
     let chunks = key_chunks(keys, (keys.len() / ROWS_PER_THREAD).clamp(1, cores()));
-    let kinds = map_scoped(&chunks, |range| {
+    let parts = map_scoped(&chunks, |range| {
         let mut kinds = [ColumnKinds::default(); 2];
+        let mut matched = Vec::with_capacity(range.len());
         for &row in &pair.rows[range.clone()] {
             let (npu, bench) = pair.plan.stats(row)?;
             kinds[0].add(Some(&npu));
             kinds[1].add(bench.as_ref());
+            matched.push(bench.is_some());
         }
-        Ok::<_, CompareError>(kinds)
+        Ok::<_, CompareError>((kinds, matched))
     });
     let mut merged = [ColumnKinds::default(); 2];
-    for part in kinds {
-        let part = part?;
+    let mut matched = Vec::with_capacity(keys.len());
+    for part in parts {
+        let (part, rows) = part?;
         merged = [merged[0].merge(part[0]), merged[1].merge(part[1])];
+        matched.extend(rows);
     }
-    Ok(merged.map(|k| k.floats()))
+    Ok((merged.map(|k| k.floats()), matched))
 }
 
 /// Cuts the rows of dump keys `keys` into about `count` ranges, each ending where a key ends.
@@ -153,10 +166,10 @@ fn chunk_rows(
     pair: &FilePair<'_>,
     keys: &[&str],
     range: std::ops::Range<usize>,
-    floats: [[bool; 4]; 2],
+    first: &FirstPass<'_>,
 ) -> Result<Rows, CompareError> {
-    let mode = pair.mode;
-    let (refs, keys) = (&pair.rows[range.clone()], &keys[range]);
+    let (mode, floats) = (pair.mode, first.floats);
+    let (refs, keys, matched) = (&pair.rows[range.clone()], &keys[range.clone()], &first.matched[range]);
     let full_width = header(mode, pair.stack).len();
     let tail = 2 + usize::from(pair.stack) + usize::from(mode == CompareMode::Tensor);
     let mut head = Rows::new(full_width - tail);
@@ -171,8 +184,9 @@ fn chunk_rows(
     let mut start = 0;
     while start < refs.len() {
         let end = keys[start..].iter().position(|&k| k != keys[start]).map_or(refs.len(), |p| start + p);
-        let group: Vec<MatchedRow<'_>> =
-            refs[start..end].iter().map(|&r| pair.plan.row(r)).collect::<Result<_, _>>()?;
+        let group: Vec<MatchedRow<'_>> = (start..end)
+            .map(|k| pair.plan.row(refs[k], matched[k], mode == CompareMode::Md5))
+            .collect::<Result<_, _>>()?;
         head.clear();
         let rule_rows: Vec<RuleRow<'_>> =
             group.iter().map(|(n, b)| head_cells(pair, n, b.as_ref(), floats, &mut head)).collect();

@@ -20,7 +20,7 @@ use probelake_format::msprobe::Leaf;
 
 use super::md5::crc32_hex;
 use super::pyfmt::{py_bool, py_int_list, py_str_node, PyVal};
-use super::rows::{data_name_cell, dtype_of, side_of, synthetic_dtype, synthetic_fields, Side};
+use super::rows::{data_name_cell, dtype_of, side_of, synthetic_dtype, synthetic_fields, synthetic_stats, Side};
 use super::CompareError;
 
 /// The `dump` columns a leaf is rebuilt from, in the order the plan selects them (each with the
@@ -106,8 +106,9 @@ impl<'a> LeafColumns<'a> {
 }
 
 /// The side of a row for leaf `leaf` of entry `name`, row name `item`: the same as
-/// `side_of(item, name, msprobe_leaf_json(leaf))`.
-pub(crate) fn side_of_leaf<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<'a>) -> Side<'a> {
+/// `side_of(item, name, msprobe_leaf_json(leaf))`, except that a plain scalar's md5 cell (the
+/// CRC-32 of its value's text) is left out unless `md5` asks for it.
+pub(crate) fn side_of_leaf<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<'a>, md5: bool) -> Side<'a> {
     if leaf.is_plain_tensor() {
         return tensor_side(item, name, leaf);
     }
@@ -115,7 +116,7 @@ pub(crate) fn side_of_leaf<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<
         // The rendered text holds `"value": null` when there is no value.
         if let Ok(value) = json::parse(leaf.value.unwrap_or("null").as_bytes(), &Arena::new()) {
             let synthetic = synthetic_fields(item, leaf.kind.unwrap_or_default(), Some(&value), None);
-            let md5 = synthetic.md5.unwrap_or_else(|| crc32_hex(py_str_node(&value).as_bytes()));
+            let md5 = synthetic.md5.or_else(|| md5.then(|| crc32_hex(py_str_node(&value).as_bytes())));
             return Side {
                 name: item,
                 key: name,
@@ -123,7 +124,7 @@ pub(crate) fn side_of_leaf<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<
                 shape: Some(synthetic.shape),
                 requires_grad: None,
                 stats: synthetic.stats,
-                md5: Some(md5.into()),
+                md5: md5.map(Into::into),
                 data_name: data_name_cell(None),
                 has_md5: false,
             };
@@ -169,7 +170,12 @@ pub(crate) fn leaf_stats(item: &str, leaf: &LeafColumns<'_>) -> [PyVal; 4] {
     if leaf.is_plain_tensor() {
         return tensor_stats(leaf);
     }
-    side_of_leaf(item, "", leaf).stats
+    if leaf.is_plain_scalar() {
+        if let Ok(value) = json::parse(leaf.value.unwrap_or("null").as_bytes(), &Arena::new()) {
+            return synthetic_stats(item, leaf.kind.unwrap_or_default(), Some(&value), None);
+        }
+    }
+    side_of_leaf(item, "", leaf, false).stats
 }
 
 /// One side's leaf columns of a plan batch, cast to the types they are read as.
@@ -270,9 +276,13 @@ mod tests {
     /// Every fast path must give what `side_of` reads from the rendered JSON, and so must the
     /// dtype the plan joins on (`dtype_of`).
     fn same_as_json(item: &str, name: &str, leaf: LeafColumns<'_>) {
-        let fast = side_of_leaf(item, name, &leaf);
+        let fast = side_of_leaf(item, name, &leaf, true);
         let slow = side_of(item, name, &leaf.json());
         assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", leaf.json());
+        // Without the md5 cell, a side differs from the JSON's in that cell alone.
+        let lean = side_of_leaf(item, name, &leaf, false);
+        assert!(lean.md5.is_none() || lean.md5 == slow.md5, "{}", leaf.json());
+        assert_eq!(format!("{:?}", Side { md5: slow.md5.clone(), ..lean }), format!("{slow:?}"), "{}", leaf.json());
         assert_eq!(dtype_of(item, &leaf.json()).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
         assert_eq!(leaf.compare_dtype(item).as_deref(), slow.dtype.as_deref(), "{}", leaf.json());
         assert_eq!(leaf.has_md5(), slow.has_md5, "{}", leaf.json());

@@ -201,8 +201,11 @@ impl PlanOutput {
     /// Row `row`'s two sides, borrowing their texts from the plans' batches. They are built
     /// when the row's cells are, a dump key's rows at a time: built for a whole unit up front,
     /// they were ~600 bytes a row written and read back (190 MB at 89.6 MB).
-    pub(crate) fn row(&self, row: RowRef) -> Result<MatchedRow<'_>, CompareError> {
-        self.columns(row)?.row(row.1 as usize, &self.leaves)
+    ///
+    /// `matched` is whether the row has a bench side (`stats` says so); `md5` whether the
+    /// sides' md5 cells are wanted (md5 mode).
+    pub(crate) fn row(&self, row: RowRef, matched: bool, md5: bool) -> Result<MatchedRow<'_>, CompareError> {
+        self.columns(row)?.row(row.1 as usize, &self.leaves, matched, md5)
     }
 
     /// The statistics of row `row`'s target side and, where it is matched, its bench side: what
@@ -366,11 +369,13 @@ impl RowColumns {
     }
 
     /// The leaves of row `i`: the target's, and the golden's where it is matched, looked up in
-    /// `leaves`.
+    /// `leaves`. `gated` is the dtype gate's verdict where it is known already (it reads both
+    /// leaves' dtype cells, a JSON parse for a scalar).
     fn leaves_of<'a>(
         &'a self,
         i: usize,
         leaves: &'a [SideLeaves; 2],
+        gated: Option<bool>,
     ) -> Result<(RowLeaf<'a>, Option<RowLeaf<'a>>), CompareError> {
         let [t_name, t_item, g_name, g_item] = &self.names;
         let [t_seq, _, t_leaf, g_seq, _, g_leaf] = &self.order;
@@ -389,25 +394,34 @@ impl RowColumns {
             return Err(CompareError::Schema(format!("compare row {i} has no target name")));
         };
         let npu = (item, name, leaf_at(0, t_seq, t_leaf)?);
-        let bench = match (self.matched.is_valid(i) && self.matched.value(i), text_at(g_item, i), text_at(g_name, i)) {
+        let joined = self.matched.is_valid(i) && self.matched.value(i) && gated != Some(false);
+        let bench = match (joined, text_at(g_item, i), text_at(g_name, i)) {
             (true, Some(item), Some(name)) => Some((item, name, leaf_at(1, g_seq, g_leaf)?)),
             _ => None,
         };
         // The statement leaves the dtype gate to here: a refused bench leaf is no match.
         let bench = bench.filter(|(item, _, leaf)| {
-            dtype_gate(npu.2.compare_dtype(npu.0).as_deref(), leaf.compare_dtype(item).as_deref())
+            gated.unwrap_or_else(|| {
+                dtype_gate(npu.2.compare_dtype(npu.0).as_deref(), leaf.compare_dtype(item).as_deref())
+            })
         });
         Ok((npu, bench))
     }
 
-    fn row<'a>(&'a self, i: usize, leaves: &'a [SideLeaves; 2]) -> Result<MatchedRow<'a>, CompareError> {
-        let (npu, bench) = self.leaves_of(i, leaves)?;
-        let side = |(item, name, leaf): RowLeaf<'a>| side_of_leaf(item, name, &leaf);
+    fn row<'a>(
+        &'a self,
+        i: usize,
+        leaves: &'a [SideLeaves; 2],
+        matched: bool,
+        md5: bool,
+    ) -> Result<MatchedRow<'a>, CompareError> {
+        let (npu, bench) = self.leaves_of(i, leaves, Some(matched))?;
+        let side = |(item, name, leaf): RowLeaf<'a>| side_of_leaf(item, name, &leaf, md5);
         Ok((side(npu), bench.map(side)))
     }
 
     fn stats(&self, i: usize, leaves: &[SideLeaves; 2]) -> Result<([PyVal; 4], Option<[PyVal; 4]>), CompareError> {
-        let (npu, bench) = self.leaves_of(i, leaves)?;
+        let (npu, bench) = self.leaves_of(i, leaves, None)?;
         let stats = |(item, _, leaf): RowLeaf<'_>| leaf_stats(item, &leaf);
         Ok((stats(npu), bench.map(stats)))
     }

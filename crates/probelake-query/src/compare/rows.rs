@@ -250,22 +250,38 @@ pub(crate) fn synthetic_fields(
     value: Option<&Node<'_>>,
     group_ranks: Option<&Node<'_>>,
 ) -> Synthetic {
-    let same4 = |v: PyVal| [v.clone(), v.clone(), v.clone(), v];
-    let (shape, stats, md5) = match kind {
-        "torch.Size" => (value.map(py_str_node).unwrap_or_default(), same4(PyVal::None), None),
-        "slice" => (slice_shape(value), same4(PyVal::None), None),
-        "ellipsis" => ("[]".into(), same4(PyVal::from_node(value)), None),
-        _ if is_rank_item(item) => {
-            let text = value.map(py_str_node).unwrap_or_else(|| "None".into());
-            ("[]".into(), same4(PyVal::Str(text.clone())), Some(text))
-        }
-        "torch.ProcessGroup" => {
-            let text = group_ranks.map(py_str_node).unwrap_or_else(|| "None".into());
-            ("[]".into(), same4(PyVal::Str(text.clone())), Some(text))
-        }
-        _ => ("[]".into(), same4(PyVal::from_node(value)), None),
+    let (shape, md5) = match kind {
+        "torch.Size" => (value.map(py_str_node).unwrap_or_default(), None),
+        "slice" => (slice_shape(value), None),
+        "ellipsis" => ("[]".into(), None),
+        _ if is_rank_item(item) => ("[]".into(), Some(node_text(value))),
+        "torch.ProcessGroup" => ("[]".into(), Some(node_text(group_ranks))),
+        _ => ("[]".into(), None),
     };
+    let stats = synthetic_stats(item, kind, value, group_ranks);
     Synthetic { dtype: synthetic_dtype(item, kind, value), shape, stats, md5 }
+}
+
+/// The statistics of [`synthetic_fields`] alone (compare's first pass reads nothing else).
+pub(crate) fn synthetic_stats(
+    item: &str,
+    kind: &str,
+    value: Option<&Node<'_>>,
+    group_ranks: Option<&Node<'_>>,
+) -> [PyVal; 4] {
+    let same4 = |v: PyVal| [v.clone(), v.clone(), v.clone(), v];
+    match kind {
+        "torch.Size" | "slice" => same4(PyVal::None),
+        "ellipsis" => same4(PyVal::from_node(value)),
+        _ if is_rank_item(item) => same4(PyVal::Str(node_text(value))),
+        "torch.ProcessGroup" => same4(PyVal::Str(node_text(group_ranks))),
+        _ => same4(PyVal::from_node(value)),
+    }
+}
+
+/// A node as Python prints it, `None` when absent.
+fn node_text(node: Option<&Node<'_>>) -> String {
+    node.map(py_str_node).unwrap_or_else(|| "None".into())
 }
 
 /// Whether a row names a peer rank (`…src`, `…dst`), which msprobe shows as text.
