@@ -329,11 +329,12 @@ impl Sink {
                 }
                 written.map_err(anyhow::Error::from)
             }
-            _ => collect(planned).and_then(|result| {
+            _ => {
+                let result = collect(planned)?;
                 self.errors += count_errors(&result);
                 render_result(&result, self.xlsx)
                     .and_then(|bytes| self.tree.write(&rel, &bytes).map_err(anyhow::Error::from))
-            }),
+            }
         };
         written.with_context(|| format!("writing {}", self.output.join(&rel).display()))?;
         self.written.push(self.output.join(rel));

@@ -28,7 +28,7 @@ const ROWS_PER_THREAD: usize = 4096;
 
 /// Rows built at a time: a chunk's buffers (~2.5 MB of cells) are freed and taken again for
 /// the next, where the whole table of a 100 MB pair (~260 MB) was faulted in page by page.
-pub(crate) const ROWS_PER_CHUNK: usize = 4096;
+const ROWS_PER_CHUNK: usize = 4096;
 
 /// The column names of msprobe's table, as its CSV header.
 pub(crate) fn header(mode: CompareMode, stack: bool) -> Vec<String> {
@@ -82,17 +82,16 @@ pub(crate) struct FilePair<'a> {
 }
 
 /// Builds the rows of `pair` (as wide as [`header`]`(pair.mode, pair.stack)`) in chunks of
-/// about `rows_per_chunk`, on all cores; `map` takes each chunk on the thread that built it,
+/// about [`ROWS_PER_CHUNK`], on all cores; `map` takes each chunk on the thread that built it,
 /// and `sink` gets what `map` made of the chunks in row order, on the calling thread.
 pub(crate) fn build_chunks<T: Send>(
     pair: &FilePair<'_>,
-    rows_per_chunk: usize,
     map: impl Fn(Rows) -> Result<T, CompareError> + Sync,
     sink: impl FnMut(T) -> Result<(), CompareError>,
 ) -> Result<(), CompareError> {
     let keys: Vec<&str> = pair.rows.iter().map(|&row| pair.plan.key(row)).collect();
     let (floats, matched) = first_pass(pair, &keys)?;
-    let chunks = key_chunks(&keys, keys.len().div_ceil(rows_per_chunk.max(1)));
+    let chunks = key_chunks(&keys, keys.len().div_ceil(ROWS_PER_CHUNK));
     let first = FirstPass { floats, matched: &matched };
     stream_scoped(&chunks, |range| map(chunk_rows(pair, &keys, range.clone(), &first)?), sink)
 }

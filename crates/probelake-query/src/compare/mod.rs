@@ -48,7 +48,7 @@ pub use self::cells::{Row, Rows};
 pub use self::plan::compare_sql;
 pub use self::planned::{PlannedUnit, TableCounts};
 
-use self::build::{build_chunks, header, FilePair, ROWS_PER_CHUNK};
+use self::build::{build_chunks, header, FilePair};
 use self::load::{read_files, read_tensors, DumpFile, FileKey, Stacks};
 use self::prepared::{PairFiles, PreparedPlans};
 
@@ -319,7 +319,7 @@ impl Comparison {
                         ttensors: &ttensors,
                         gtensors: &gtensors,
                     };
-                    build_chunks(&pair, ROWS_PER_CHUNK, Ok, |chunk| {
+                    build_chunks(&pair, Ok, |chunk| {
                         rows.append(chunk);
                         Ok(())
                     })?;

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use probelake_format::Unit;
 
-use super::build::{build_chunks, FilePair, ROWS_PER_CHUNK};
+use super::build::{build_chunks, FilePair};
 use super::cells::Rows;
 use super::load::{DumpFile, FileKey};
 use super::plan::PlanOutput;
@@ -139,7 +139,7 @@ impl PlannedUnit {
                 ttensors: &no_tensors,
                 gtensors: &no_tensors,
             };
-            build_chunks(&pair, ROWS_PER_CHUNK, &map, &mut sink)?;
+            build_chunks(&pair, &map, &mut sink)?;
         }
         Ok(())
     }
