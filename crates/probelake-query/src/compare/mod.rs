@@ -48,7 +48,7 @@ pub use self::cells::{Row, Rows};
 pub use self::plan::compare_sql;
 pub use self::planned::{PlannedUnit, TableCounts};
 
-use self::build::{build_chunks, header, FilePair};
+use self::build::header;
 use self::load::{read_files, read_tensors, DumpFile, FileKey, Stacks};
 use self::prepared::{PairFiles, PreparedPlans};
 
@@ -301,35 +301,33 @@ impl Comparison {
         let mode = mode.unwrap_or(CompareMode::Statistics);
         let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
         let header = header(mode, stack);
+        let target_files = tfiles.iter().map(|f| f.key).collect();
+        let golden_files: Vec<FileKey> = gfiles.iter().map(|f| f.key).collect();
+        let width = header.len();
+        let mut unit = PlannedUnit {
+            unit: t.unit.clone(),
+            mode,
+            header,
+            stack,
+            target_files,
+            plan,
+            context: tcontext,
+            built: None,
+        };
         // Tensor mode builds a file pair's rows as soon as its tensors are read, so that memory
         // holds one pair's tensors at a time.
-        let built = match mode {
-            CompareMode::Tensor => {
-                let mut rows = Rows::new(header.len());
-                let empty = DumpFile::default();
-                for (file_no, (tfile, gfile)) in (1i64..).zip(tfiles.iter().zip(gfiles)) {
-                    let (ttensors, gtensors) =
-                        (read_tensors(target, t, tfile.key).await?, read_tensors(golden, g, gfile.key).await?);
-                    let pair = FilePair {
-                        mode,
-                        stack,
-                        npu_file: tcontext.get(&tfile.key).unwrap_or(&empty),
-                        rows: plan.file_rows(file_no),
-                        plan: &plan,
-                        ttensors: &ttensors,
-                        gtensors: &gtensors,
-                    };
-                    build_chunks(&pair, Ok, |chunk| {
-                        rows.append(chunk);
-                        Ok(())
-                    })?;
-                }
-                Some(rows)
+        if mode == CompareMode::Tensor {
+            let mut rows = Rows::new(width);
+            for (file_no, (tkey, gkey)) in (1i64..).zip(unit.target_files.clone().into_iter().zip(golden_files)) {
+                let tensors = [read_tensors(target, t, tkey).await?, read_tensors(golden, g, gkey).await?];
+                unit.build_file(file_no, [&tensors[0], &tensors[1]], Ok, |chunk| {
+                    rows.append(chunk);
+                    Ok(())
+                })?;
             }
-            _ => None,
-        };
-        let target_files = tfiles.iter().map(|f| f.key).collect();
+            unit.built = Some(rows);
+        }
         tracing::debug!(unit = %t.unit, ?planned, ?with_context, total = ?started.elapsed(), "compare planned");
-        Ok(PlannedUnit { unit: t.unit.clone(), mode, header, stack, target_files, plan, context: tcontext, built })
+        Ok(unit)
     }
 }

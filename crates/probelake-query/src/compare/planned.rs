@@ -2,12 +2,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::sync::Arc;
 
 use probelake_format::Unit;
 
 use super::build::{build_chunks, FilePair};
 use super::cells::Rows;
-use super::load::{DumpFile, FileKey};
+use super::load::{DumpFile, FileKey, TensorData};
 use super::plan::PlanOutput;
 use super::{csv, CompareError, CompareMode, UnitComparison};
 
@@ -128,19 +129,33 @@ impl PlannedUnit {
         map: impl Fn(Rows) -> Result<T, CompareError> + Sync,
         mut sink: impl FnMut(T) -> Result<(), CompareError>,
     ) -> Result<(), CompareError> {
-        let (empty, no_tensors) = (DumpFile::default(), HashMap::new());
-        for (file_no, key) in (1i64..).zip(&self.target_files) {
-            let pair = FilePair {
-                mode: self.mode,
-                stack: self.stack,
-                npu_file: self.context.get(key).unwrap_or(&empty),
-                rows: self.plan.file_rows(file_no),
-                plan: &self.plan,
-                ttensors: &no_tensors,
-                gtensors: &no_tensors,
-            };
-            build_chunks(&pair, &map, &mut sink)?;
+        let no_tensors = HashMap::new();
+        for file_no in (1i64..).take(self.target_files.len()) {
+            self.build_file(file_no, [&no_tensors, &no_tensors], &map, &mut sink)?;
         }
         Ok(())
+    }
+
+    /// Builds the rows of the `file_no`-th (1-based) file pair, whose target and golden tensors
+    /// (tensor mode) are `tensors`.
+    pub(super) fn build_file<T: Send>(
+        &self,
+        file_no: i64,
+        tensors: [&HashMap<String, Arc<TensorData>>; 2],
+        map: impl Fn(Rows) -> Result<T, CompareError> + Sync,
+        sink: impl FnMut(T) -> Result<(), CompareError>,
+    ) -> Result<(), CompareError> {
+        let empty = DumpFile::default();
+        let key = usize::try_from(file_no - 1).ok().and_then(|k| self.target_files.get(k));
+        let pair = FilePair {
+            mode: self.mode,
+            stack: self.stack,
+            npu_file: key.and_then(|key| self.context.get(key)).unwrap_or(&empty),
+            rows: self.plan.file_rows(file_no),
+            plan: &self.plan,
+            ttensors: tensors[0],
+            gtensors: tensors[1],
+        };
+        build_chunks(&pair, map, sink)
     }
 }
