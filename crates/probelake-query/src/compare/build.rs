@@ -191,7 +191,7 @@ fn chunk_rows(
             group.iter().map(|(n, b)| head_cells(pair, n, b.as_ref(), floats, &mut head)).collect();
         let verdicts = rules::apply(&rule_rows, set);
         for (i, ((row, verdict), (n, b))) in head.iter().zip(&verdicts).zip(group).enumerate() {
-            row.iter().for_each(|cell| rows.push(cell));
+            rows.push_cells(row);
             rows.push(verdict.result());
             rows.push_with(|out| verdict.write_messages(out));
             if pair.stack {

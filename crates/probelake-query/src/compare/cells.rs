@@ -146,6 +146,16 @@ impl Rows {
         piece.ends.push(piece.text.len());
     }
 
+    /// Appends the cells of `row` (of another table) to the row being filled, their text in one
+    /// copy.
+    pub(crate) fn push_cells(&mut self, row: Row<'_>) {
+        let piece = self.last_piece();
+        let end = row.ends.last().copied().unwrap_or(row.start);
+        let base = piece.text.len();
+        piece.text.push_str(row.text.get(row.start..end).unwrap_or_default());
+        piece.ends.extend(row.ends.iter().map(|&e| e - row.start + base));
+    }
+
     /// Appends a cell that `write` writes into the buffer itself (no string of its own).
     pub(crate) fn push_with(&mut self, write: impl FnOnce(&mut String)) {
         let piece = self.last_piece();
@@ -317,6 +327,17 @@ mod tests {
         assert_eq!((c.text_len_of(0..1), c.text_len_of(1..3), c.text_len_of(0..9)), (3, 5, 8));
         a.push("x");
         assert_eq!(a.text_len_of(0..3), 5, "the unfinished row is not counted");
+    }
+
+    #[test]
+    fn cells_of_a_row_pushed_at_once() {
+        let from = Rows::from_cells(3, ["a", "", "bc", "d", "ef", ""]);
+        let mut to = Rows::new(4);
+        for row in &from {
+            to.push("x");
+            to.push_cells(row);
+        }
+        assert_eq!(format!("{to:?}"), r#"[["x", "a", "", "bc"], ["x", "d", "ef", ""]]"#);
     }
 
     #[test]
