@@ -300,6 +300,23 @@ impl<'a> Row<'a> {
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a str> + '_ {
         (0..self.len()).map(|i| self.get(i).unwrap_or_default())
     }
+
+    /// The text of all the row's cells, one after another.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        let end = self.ends.last().copied().unwrap_or(self.start);
+        self.text.as_bytes().get(self.start..end).unwrap_or_default()
+    }
+
+    /// The cells' bytes in order, without `get`'s checks per cell (the CSV renders every cell).
+    pub(crate) fn cell_bytes(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let text = self.text.as_bytes();
+        let mut start = self.start;
+        self.ends.iter().map(move |&end| {
+            let cell = text.get(start..end).unwrap_or_default();
+            start = end;
+            cell
+        })
+    }
 }
 
 impl fmt::Debug for Row<'_> {

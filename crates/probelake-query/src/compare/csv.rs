@@ -4,42 +4,43 @@
 use std::io::Write;
 use std::sync::mpsc::{sync_channel, Receiver};
 
-use super::cells::Rows;
+use super::cells::{Row, Rows};
 use super::threads::cores;
 
 /// Rows rendered at a time: a few MB of text.
 const PIECE_ROWS: usize = 8192;
 
-fn needs_quotes(field: &str) -> bool {
-    field.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+/// Appends one field, quoted where it holds a separator, a quote or a line end.
+fn push_field(out: &mut Vec<u8>, field: &[u8]) {
+    if field.iter().any(|&b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
+        push_quoted(out, field);
+    } else {
+        out.extend_from_slice(field);
+    }
 }
 
-fn write_field(out: &mut impl Write, field: &str) -> std::io::Result<()> {
-    if !needs_quotes(field) {
-        return out.write_all(field.as_bytes());
+/// Appends one field in quotes, its quotes doubled.
+fn push_quoted(out: &mut Vec<u8>, field: &[u8]) {
+    out.push(b'"');
+    let mut rest = field;
+    while let Some(at) = memchr::memchr(b'"', rest) {
+        out.extend_from_slice(&rest[..=at]);
+        out.push(b'"');
+        rest = &rest[at + 1..];
     }
-    out.write_all(b"\"")?;
-    for (i, part) in field.split('"').enumerate() {
-        if i > 0 {
-            out.write_all(b"\"\"")?;
-        }
-        out.write_all(part.as_bytes())?;
-    }
-    out.write_all(b"\"")
+    out.extend_from_slice(rest);
+    out.push(b'"');
 }
 
-/// Writes one CSV record.
-pub(crate) fn write_record<S: AsRef<str>>(
-    out: &mut impl Write,
-    fields: impl IntoIterator<Item = S>,
-) -> std::io::Result<()> {
-    for (i, f) in fields.into_iter().enumerate() {
+/// Appends one CSV record.
+pub(crate) fn push_record<'a>(out: &mut Vec<u8>, fields: impl IntoIterator<Item = &'a [u8]>) {
+    for (i, field) in fields.into_iter().enumerate() {
         if i > 0 {
-            out.write_all(b",")?;
+            out.push(b',');
         }
-        write_field(out, f.as_ref())?;
+        push_field(out, field);
     }
-    out.write_all(b"\n")
+    out.push(b'\n');
 }
 
 /// Writes `rows` as CSV records. Tables of several pieces are rendered on every core, piece
@@ -86,10 +87,38 @@ fn render_range(rows: &Rows, range: std::ops::Range<usize>) -> Vec<u8> {
     let cells = range.len() * rows.width();
     let mut text = Vec::with_capacity(rows.text_len_of(range.clone()) + cells + cells / 4);
     for row in range.filter_map(|i| rows.row(i)) {
-        // Writing into a Vec cannot fail.
-        let _ = write_record(&mut text, row.iter());
+        push_row(&mut text, row);
     }
     text
+}
+
+/// Appends one row as [`push_record`] does. The row's text is searched for the bytes that make
+/// a field quoted in one SIMD pass (`memchr3`), where a scan field by field, byte by byte, was
+/// a tenth of a comparison's instructions; a row holding a `\r` (none that msprobe writes) is
+/// left to `push_record`.
+fn push_row(out: &mut Vec<u8>, row: Row<'_>) {
+    let text = row.bytes();
+    if memchr::memchr(b'\r', text).is_some() {
+        return push_record(out, row.cell_bytes());
+    }
+    let mut specials = memchr::memchr3_iter(b',', b'"', b'\n', text).peekable();
+    let mut end = 0;
+    for (i, cell) in row.cell_bytes().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        end += cell.len();
+        let mut quoted = false;
+        while specials.next_if(|&at| at < end).is_some() {
+            quoted = true;
+        }
+        if quoted {
+            push_quoted(out, cell);
+        } else {
+            out.extend_from_slice(cell);
+        }
+    }
+    out.push(b'\n');
 }
 
 #[cfg(test)]
@@ -99,7 +128,7 @@ mod tests {
     #[test]
     fn quoting() {
         let mut v = Vec::new();
-        write_record(&mut v, ["a", "[2, 8]", "[\"x\"]", " inf"]).unwrap();
+        push_record(&mut v, ["a", "[2, 8]", "[\"x\"]", " inf"].map(str::as_bytes));
         assert_eq!(String::from_utf8(v).unwrap(), "a,\"[2, 8]\",\"[\"\"x\"\"]\", inf\n");
     }
 
@@ -111,7 +140,7 @@ mod tests {
         let rows = Rows::from_cells(2, &cells);
         let mut expected = Vec::new();
         for row in &rows {
-            write_record(&mut expected, row.iter()).unwrap();
+            push_record(&mut expected, row.iter().map(str::as_bytes));
         }
         let mut written = Vec::new();
         write_rows(&rows, &mut written).unwrap();
@@ -121,6 +150,19 @@ mod tests {
             count - 1,
             count - 1
         )));
+    }
+
+    #[test]
+    fn rows_render_as_their_records() {
+        let cells = ["", "a,b", "\"q\"", "x\ny", "[2, 8]", "plain", "\r", "end,", ",", "\"\""];
+        for width in 1..=cells.len() {
+            let rows = Rows::from_cells(width, cells.iter().cycle().take(width * 7));
+            let mut expected = Vec::new();
+            for row in &rows {
+                push_record(&mut expected, row.iter().map(str::as_bytes));
+            }
+            assert_eq!(String::from_utf8(render_rows(&rows)), String::from_utf8(expected), "width {width}");
+        }
     }
 
     #[test]

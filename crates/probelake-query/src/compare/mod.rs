@@ -93,7 +93,7 @@ impl UnitComparison {
         // One write for the header: `out` is often a plain file, where each field and comma
         // would be a system call of its own.
         let mut header = Vec::with_capacity(1024);
-        csv::write_record(&mut header, &self.header)?;
+        csv::push_record(&mut header, self.header.iter().map(String::as_bytes));
         out.write_all(&header)?;
         csv::write_rows(&self.rows, out)
     }

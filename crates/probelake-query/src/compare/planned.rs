@@ -93,7 +93,7 @@ impl PlannedUnit {
     pub fn write_csv(&self, out: &mut impl Write) -> Result<TableCounts, CompareError> {
         let started = std::time::Instant::now();
         let mut header = Vec::with_capacity(1024);
-        csv::write_record(&mut header, &self.header)?;
+        csv::push_record(&mut header, self.header.iter().map(String::as_bytes));
         out.write_all(&header)?;
         let result = self.header.iter().position(|h| h == "Result");
         let counts_of = |rows: &Rows| TableCounts {
