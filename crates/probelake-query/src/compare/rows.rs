@@ -250,16 +250,16 @@ pub(crate) fn synthetic_fields(
     value: Option<&Node<'_>>,
     group_ranks: Option<&Node<'_>>,
 ) -> Synthetic {
-    let (shape, md5) = match kind {
-        "torch.Size" => (value.map(py_str_node).unwrap_or_default(), None),
-        "slice" => (slice_shape(value), None),
-        "ellipsis" => ("[]".into(), None),
-        _ if is_rank_item(item) => ("[]".into(), Some(node_text(value))),
-        "torch.ProcessGroup" => ("[]".into(), Some(node_text(group_ranks))),
-        _ => ("[]".into(), None),
+    let class = Presented::of(item, kind);
+    let (shape, md5) = match class {
+        Presented::Size => (value.map(py_str_node).unwrap_or_default(), None),
+        Presented::Slice => (slice_shape(value), None),
+        Presented::Rank => ("[]".into(), Some(node_text(value))),
+        Presented::Group => ("[]".into(), Some(node_text(group_ranks))),
+        Presented::Ellipsis | Presented::Value => ("[]".into(), None),
     };
-    let stats = synthetic_stats(item, kind, value, group_ranks);
-    Synthetic { dtype: synthetic_dtype(item, kind, value), shape, stats, md5 }
+    let stats = class.stats(value, group_ranks);
+    Synthetic { dtype: class.dtype(kind, value), shape, stats, md5 }
 }
 
 /// The statistics of [`synthetic_fields`] alone (compare's first pass reads nothing else).
@@ -269,13 +269,56 @@ pub(crate) fn synthetic_stats(
     value: Option<&Node<'_>>,
     group_ranks: Option<&Node<'_>>,
 ) -> [PyVal; 4] {
-    let same4 = |v: PyVal| [v.clone(), v.clone(), v.clone(), v];
-    match kind {
-        "torch.Size" | "slice" => same4(PyVal::None),
-        "ellipsis" => same4(PyVal::from_node(value)),
-        _ if is_rank_item(item) => same4(PyVal::Str(node_text(value))),
-        "torch.ProcessGroup" => same4(PyVal::Str(node_text(group_ranks))),
-        _ => same4(PyVal::from_node(value)),
+    Presented::of(item, kind).stats(value, group_ranks)
+}
+
+/// The synthetic dtype of a non-tensor leaf: its type for the kinds msprobe names, else the
+/// Python type of its value.
+pub(crate) fn synthetic_dtype(item: &str, kind: &str, value: Option<&Node<'_>>) -> String {
+    Presented::of(item, kind).dtype(kind, value)
+}
+
+/// How msprobe presents a non-tensor leaf, from its type and its row name: decided once per
+/// leaf, where each synthetic field used to ask again (the rank test splits the row name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Presented {
+    Size,
+    Slice,
+    Ellipsis,
+    /// A peer rank (`…src`, `…dst`), shown as text.
+    Rank,
+    Group,
+    /// Any other scalar: its value.
+    Value,
+}
+
+impl Presented {
+    fn of(item: &str, kind: &str) -> Presented {
+        match kind {
+            "torch.Size" => Presented::Size,
+            "slice" => Presented::Slice,
+            "ellipsis" => Presented::Ellipsis,
+            _ if is_rank_item(item) => Presented::Rank,
+            "torch.ProcessGroup" => Presented::Group,
+            _ => Presented::Value,
+        }
+    }
+
+    fn stats(self, value: Option<&Node<'_>>, group_ranks: Option<&Node<'_>>) -> [PyVal; 4] {
+        let same4 = |v: PyVal| [v.clone(), v.clone(), v.clone(), v];
+        match self {
+            Presented::Size | Presented::Slice => same4(PyVal::None),
+            Presented::Rank => same4(PyVal::Str(node_text(value))),
+            Presented::Group => same4(PyVal::Str(node_text(group_ranks))),
+            Presented::Ellipsis | Presented::Value => same4(PyVal::from_node(value)),
+        }
+    }
+
+    fn dtype(self, kind: &str, value: Option<&Node<'_>>) -> String {
+        match self {
+            Presented::Value => py_type_name(value).to_owned(),
+            _ => kind.to_owned(),
+        }
     }
 }
 
@@ -287,16 +330,6 @@ fn node_text(node: Option<&Node<'_>>) -> String {
 /// Whether a row names a peer rank (`…src`, `…dst`), which msprobe shows as text.
 fn is_rank_item(item: &str) -> bool {
     matches!(item.rsplit('.').next().unwrap_or_default(), "src" | "dst" | "group_src" | "group_dst")
-}
-
-/// The synthetic dtype of a non-tensor leaf: its type for the kinds msprobe names, else the
-/// Python type of its value.
-pub(crate) fn synthetic_dtype(item: &str, kind: &str, value: Option<&Node<'_>>) -> String {
-    match kind {
-        "torch.Size" | "slice" | "ellipsis" | "torch.ProcessGroup" => kind.to_owned(),
-        _ if is_rank_item(item) => kind.to_owned(),
-        _ => py_type_name(value).to_owned(),
-    }
 }
 
 /// numpy's shape text of a slice value `[start, stop, step]`: `(3,)`.
