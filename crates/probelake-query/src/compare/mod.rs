@@ -318,7 +318,7 @@ impl Comparison {
         // holds one pair's tensors at a time.
         if mode == CompareMode::Tensor {
             let mut rows = Rows::new(width);
-            for (file_no, (tkey, gkey)) in (1i64..).zip(unit.target_files.clone().into_iter().zip(golden_files)) {
+            for (file_no, (&tkey, &gkey)) in (1i64..).zip(unit.target_files.iter().zip(&golden_files)) {
                 let tensors = [read_tensors(target, t, tkey).await?, read_tensors(golden, g, gkey).await?];
                 unit.build_file(file_no, [&tensors[0], &tensors[1]], Ok, |chunk| {
                     rows.append(chunk);
