@@ -380,6 +380,7 @@ async fn streamed_csv_is_the_whole_tables_csv() {
     let result = whole.header.iter().position(|h| h == "Result").expect("Result column");
     let errors = whole.rows.iter().filter(|r| r.get(result) == Some("error")).count();
     assert_eq!((counts.rows, counts.errors), (whole.rows.len(), errors));
+    assert_eq!(whole.rows_with_result("error"), errors);
     assert!(errors > 0, "the bug gives rows with Result `error`");
 
     // A writer that fails part way stops the building with its error.

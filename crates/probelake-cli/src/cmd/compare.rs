@@ -291,7 +291,7 @@ impl Sink {
         let ext = match self.format {
             CompareFormat::Table => {
                 let result = collect(planned)?;
-                self.errors += count_errors(&result);
+                self.errors += result.rows_with_result("error");
                 self.tables.push(result);
                 return Ok(());
             }
@@ -331,7 +331,7 @@ impl Sink {
             }
             _ => {
                 let result = collect(planned)?;
-                self.errors += count_errors(&result);
+                self.errors += result.rows_with_result("error");
                 render_result(&result, self.xlsx)
                     .and_then(|bytes| self.tree.write(&rel, &bytes).map_err(anyhow::Error::from))
             }
@@ -360,11 +360,6 @@ impl Sink {
 fn collect(planned: PlannedUnit) -> anyhow::Result<UnitComparison> {
     let unit = planned.unit().clone();
     planned.collect().with_context(|| format!("comparing {unit}"))
-}
-
-fn count_errors(result: &UnitComparison) -> usize {
-    let Some(col) = result.header.iter().position(|h| h == "Result") else { return 0 };
-    result.rows.iter().filter(|r| r.get(col).is_some_and(|c| c == "error")).count()
 }
 
 /// The bytes of a Parquet or .xlsx result.

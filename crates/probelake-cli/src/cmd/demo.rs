@@ -101,18 +101,15 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let comparison = Comparison::new(t_lake.clone(), g_lake.clone(), CompareOptions::default());
     for (t, g) in pairs {
         let result = comparison.unit(t, g).await?;
-        let col = result.header.iter().position(|h| h == "Result");
-        let count =
-            |what: &str| result.rows.iter().filter(|r| col.and_then(|c| r.get(c)).is_some_and(|v| v == what)).count();
         println!(
             "  {:>4} {:<24} {:>4} {:>6} {:>6} {:>8} {:>6}",
             t.unit.step,
             t.unit.stage,
             t.unit.rank,
             result.rows.len(),
-            count("pass"),
-            count("warning"),
-            count("error")
+            result.rows_with_result("pass"),
+            result.rows_with_result("warning"),
+            result.rows_with_result("error")
         );
         let folder = out_dir.join(format!("step{}", t.unit.step)).join(&t.unit.stage);
         std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;

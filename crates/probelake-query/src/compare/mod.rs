@@ -97,6 +97,21 @@ impl UnitComparison {
         out.write_all(&header)?;
         csv::write_rows(&self.rows, out)
     }
+
+    /// The rows whose `Result` is `verdict` (`pass`, `warning`, `error`, …).
+    pub fn rows_with_result(&self, verdict: &str) -> usize {
+        rows_with_result(&self.rows, result_column(&self.header), verdict)
+    }
+}
+
+/// Where `Result` is in a table's header.
+fn result_column(header: &[String]) -> Option<usize> {
+    header.iter().position(|h| h == "Result")
+}
+
+/// The rows of `rows` whose cell `result` (the `Result` column) is `verdict`.
+fn rows_with_result(rows: &Rows, result: Option<usize>, verdict: &str) -> usize {
+    result.map_or(0, |c| rows.iter().filter(|r| r.get(c) == Some(verdict)).count())
 }
 
 /// Why a comparison failed.

@@ -10,7 +10,7 @@ use super::build::{build_chunks, FilePair};
 use super::cells::Rows;
 use super::load::{DumpFile, FileKey, TensorData};
 use super::plan::PlanOutput;
-use super::{csv, CompareError, CompareMode, UnitComparison};
+use super::{csv, result_column, rows_with_result, CompareError, CompareMode, UnitComparison};
 
 /// A compared unit pair before its rows are built: what [`Comparison::plan_unit`] returns.
 ///
@@ -108,11 +108,8 @@ impl PlannedUnit {
         let mut header = Vec::with_capacity(1024);
         csv::push_record(&mut header, self.header.iter().map(String::as_bytes));
         out.write_all(&header)?;
-        let result = self.header.iter().position(|h| h == "Result");
-        let counts_of = |rows: &Rows| TableCounts {
-            rows: rows.len(),
-            errors: result.map_or(0, |c| rows.iter().filter(|r| r.get(c) == Some("error")).count()),
-        };
+        let result = result_column(&self.header);
+        let counts_of = |rows: &Rows| TableCounts { rows: rows.len(), errors: rows_with_result(rows, result, "error") };
         let mut counts = TableCounts::default();
         let mut add = |c: TableCounts| {
             counts.rows += c.rows;
