@@ -1,5 +1,6 @@
 //! How probelake writes Parquet: LZ4 (zstd for tensor payloads), dictionaries on string columns
-//! only, BYTE_STREAM_SPLIT for the statistics, page-level statistics and page indexes for pruning.
+//! only, BYTE_STREAM_SPLIT for the statistics, page-level statistics and page indexes for pruning
+//! (not on the per-row strings and blobs, where they prune nothing).
 
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
@@ -55,6 +56,13 @@ pub fn writer_properties(table: Table) -> WriterProperties {
             arrow::datatypes::DataType::Utf8 if !UNIQUE_PER_ROW.contains(&name) => {
                 b = b.set_column_dictionary_enabled(ColumnPath::from(name), true);
             }
+            // The minimum and maximum of execution-ordered names, skeletons or tensor bytes
+            // prune nothing, and finding them compared every value on write.
+            arrow::datatypes::DataType::Utf8
+            | arrow::datatypes::DataType::LargeUtf8
+            | arrow::datatypes::DataType::LargeBinary => {
+                b = b.set_column_statistics_enabled(ColumnPath::from(name), EnabledStatistics::None);
+            }
             arrow::datatypes::DataType::List(_) if table != Table::Tensor => {
                 b = b.set_column_dictionary_enabled(
                     ColumnPath::from(vec![name.to_string(), "list".into(), "item".into()]),
@@ -84,6 +92,9 @@ mod tests {
         assert!(!p.dictionary_enabled(&ColumnPath::from("name")));
         assert!(!p.dictionary_enabled(&ColumnPath::from("item")));
         assert!(!p.dictionary_enabled(&ColumnPath::from("max")));
+        assert_eq!(p.statistics_enabled(&ColumnPath::from("item")), EnabledStatistics::None);
+        assert_eq!(p.statistics_enabled(&ColumnPath::from("op")), EnabledStatistics::Page);
+        assert_eq!(p.statistics_enabled(&ColumnPath::from("max")), EnabledStatistics::Page);
         assert_eq!(p.encoding(&ColumnPath::from("norm")), Some(Encoding::BYTE_STREAM_SPLIT));
         assert_eq!(p.compression(&ColumnPath::from("item")), Compression::LZ4_RAW);
         let tensor = writer_properties(Table::Tensor);
