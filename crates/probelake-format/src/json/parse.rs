@@ -256,6 +256,47 @@ fn error_path(stack: &[Frame<'_>], scratch: &Scratch<'_>) -> Vec<PathSegment> {
     path
 }
 
+const SPACES: u64 = u64::from_ne_bytes([b' '; 8]);
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// The number of spaces from `i` on, counted eight at a time; at least 1 when `bytes[i]` is one.
+fn spaces_at(bytes: &[u8], i: usize) -> usize {
+    let mut n = 0;
+    while let Some(word) = bytes.get(i + n..).and_then(<[u8]>::first_chunk::<8>) {
+        // Little-endian: the first byte that is not a space is the lowest non-zero byte.
+        let others = u64::from_le_bytes(*word) ^ SPACES;
+        if others != 0 {
+            return n + (others.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n.max(1)
+}
+
+/// The number of bytes from `i` on, eight at a time, before the first that a string's fast
+/// path must look at: a quote, a backslash or a control character. Stops short near the end;
+/// the caller's byte loop takes over from there.
+fn plain_run(bytes: &[u8], i: usize) -> usize {
+    let mut n = 0;
+    while let Some(word) = bytes.get(i + n..).and_then(<[u8]>::first_chunk::<8>) {
+        let w = u64::from_le_bytes(*word);
+        // The classic "has a zero byte" test on the word xor'ed with each stop byte, and on
+        // the bytes below 0x20 (a zero after subtracting 0x20 with the high bit clear).
+        let quote = w ^ u64::from_ne_bytes([b'"'; 8]);
+        let backslash = w ^ u64::from_ne_bytes([b'\\'; 8]);
+        let stops = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (w.wrapping_sub(ONES * 0x20) & !w);
+        let stops = stops & HIGHS;
+        if stops != 0 {
+            return n + (stops.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n
+}
+
 struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
@@ -274,13 +315,14 @@ impl<'a> Parser<'a> {
     }
 
     fn skip_ws(&mut self) -> Parsed<()> {
-        while let Some(b) = self.peek() {
-            match b {
-                b' ' | b'\n' | b'\r' | b'\t' => self.pos += 1,
-                _ => break,
+        loop {
+            match self.peek() {
+                // An indented file is a quarter spaces, in runs after each newline.
+                Some(b' ') => self.pos += spaces_at(self.bytes, self.pos),
+                Some(b'\n' | b'\r' | b'\t') => self.pos += 1,
+                _ => return Ok(()),
             }
         }
-        Ok(())
     }
 
     fn expect_byte(&mut self, want: u8, what: &str) -> Parsed<()> {
@@ -482,6 +524,7 @@ impl<'a> Parser<'a> {
         let start = self.pos + 1;
         let mut i = start;
         // Fast path: no escapes, borrow the slice.
+        i += plain_run(self.bytes, i);
         while let Some(&b) = self.bytes.get(i) {
             match b {
                 b'"' => {
@@ -591,6 +634,39 @@ fn describe(b: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn word_scans_stop_where_a_byte_scan_would() {
+        // Every stop byte at every offset of a buffer longer than two words, after plain
+        // ASCII or UTF-8 bytes, from every start: the word scan stops at the first stop byte,
+        // or earlier only where fewer than eight bytes are left.
+        for filler in [b'a', 0x80, 0xc3, b'~'] {
+            for stop in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
+                for at in 0..20 {
+                    let mut bytes = vec![filler; 20];
+                    bytes[at] = stop;
+                    for from in 0..=at {
+                        let run = plain_run(&bytes, from);
+                        assert!(run == at - from || (run < at - from && from + run + 8 > bytes.len()), "{at} {from}");
+                    }
+                }
+            }
+        }
+        // Spaces are counted in steps that never pass the run's end; repeated, they reach it.
+        for len in 1..20 {
+            for from in 0..len {
+                let mut bytes = vec![b' '; len];
+                bytes.push(b'x');
+                let mut at = from;
+                while bytes[at] == b' ' {
+                    let step = spaces_at(&bytes, at);
+                    assert!(step >= 1 && at + step <= len, "{len} {from}");
+                    at += step;
+                }
+                assert_eq!(at, len);
+            }
+        }
+    }
 
     #[test]
     fn keeps_tokens_order_and_duplicates() {

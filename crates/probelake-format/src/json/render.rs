@@ -11,12 +11,20 @@
 /// assert_eq!(out, br#""\u00e9\n\"x\"""#);
 /// ```
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
     let bytes = s.as_bytes();
+    // Most strings (names, dtypes, keys) need no escape: one check, one copy.
+    if bytes.iter().all(|&b| is_plain(b)) {
+        out.reserve(bytes.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    out.push(b'"');
     // Fast path: copy runs of plain printable ASCII in one go.
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
+        if is_plain(b) {
             continue;
         }
         out.extend_from_slice(&bytes[start..i]);
@@ -31,6 +39,11 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// A byte `write_str` copies as it is: printable ASCII but the quote and the backslash.
+fn is_plain(b: u8) -> bool {
+    (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'
 }
 
 fn write_str_slow(out: &mut Vec<u8>, s: &str, from: usize) {

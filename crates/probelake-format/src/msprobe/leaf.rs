@@ -62,7 +62,8 @@ pub fn is_leaf(node: &Node<'_>) -> bool {
 }
 
 fn is_tensor_kind(kind: &str) -> bool {
-    kind.contains("Tensor") || kind == "numpy.ndarray"
+    // The common answer first: a substring search costs ~200 instructions a leaf.
+    kind == "torch.Tensor" || kind.contains("Tensor") || kind == "numpy.ndarray"
 }
 
 /// The text a leaf node was parsed from: the whole file, its layout, and the leaf's nesting
