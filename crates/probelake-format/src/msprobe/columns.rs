@@ -71,7 +71,64 @@ pub struct LeafPlace<'r> {
     pub item: &'r str,
 }
 
+/// What one API family of a dump file adds to its [`DumpColumns`], for sizing them up front:
+/// grown by doubling, each builder's buffers were copied several times over a file.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FamilySize {
+    /// Leaves (rows).
+    pub rows: usize,
+    /// Bytes of the entry names, one per row.
+    pub name_bytes: usize,
+    /// Bytes of the `path` values.
+    pub path_bytes: usize,
+    /// Bytes of the `item` values.
+    pub item_bytes: usize,
+}
+
+impl FamilySize {
+    /// Counts one leaf of entry `full_name`.
+    pub fn add(&mut self, full_name: &str, path: &str, item: &str) {
+        self.rows += 1;
+        self.name_bytes += full_name.len();
+        self.path_bytes += path.len();
+        self.item_bytes += item.len();
+    }
+}
+
+/// Bytes per row reserved for the short repeated texts (`section`, `kind`, `dtype`,
+/// `direction`): `input_args`, `torch.Tensor`, `torch.float32` fit.
+const SHORT_TEXT: usize = 16;
+
 impl DumpColumns {
+    /// Empty columns with room for `size` (more can still be pushed).
+    pub fn with_capacity(size: FamilySize) -> Self {
+        let n = size.rows;
+        let text = |bytes| StringBuilder::with_capacity(n, bytes);
+        DumpColumns {
+            seq: Int64Builder::with_capacity(n),
+            leaf: Int32Builder::with_capacity(n),
+            name: text(size.name_bytes),
+            op: text(size.name_bytes),
+            call: Int64Builder::with_capacity(n),
+            direction: text(n * SHORT_TEXT),
+            section: text(n * SHORT_TEXT),
+            path: text(size.path_bytes),
+            item: text(size.item_bytes),
+            kind: text(n * SHORT_TEXT),
+            dtype: text(n * SHORT_TEXT),
+            // Three dimensions a tensor is typical of the dumps measured.
+            shape: Some(ListBuilder::with_capacity(Int64Builder::with_capacity(n * 3), n)),
+            stats: std::array::from_fn(|_| Float64Builder::with_capacity(n)),
+            requires_grad: BooleanBuilder::with_capacity(n),
+            md5: text(0),
+            data_name: text(0),
+            value: text(0),
+            raw: text(0),
+            inner_step: Int64Builder::with_capacity(n),
+            pid: Int64Builder::with_capacity(n),
+        }
+    }
+
     /// Appends one leaf of entry `name`.
     pub fn push(&mut self, row: &LeafRow<'_>, full_name: &str, name: &EntryName<'_>, origin: Origin) {
         let place = LeafPlace { seq: row.seq, leaf: row.leaf, section: &row.section, path: &row.path, item: &row.item };

@@ -4,20 +4,21 @@
 //! commit that fails undoes the commits before it, so bad input anywhere (or a store failing
 //! half way) leaves the dataset as it was.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use crate::error::{FormatError, Result};
-use crate::json::{detect_layout, parse, Arena, Layout};
+use crate::json::{detect_layout, parse, Arena, Layout, Node, Value};
 use futures::StreamExt;
 
 use crate::lake::{encode_batch, CommitRecord, DataFile, EncodedFile, Lake, StagedUnit, UnitCounts};
 use crate::layout::{Table, Unit};
 use crate::tensor_file::{read_tensor_file, write_tensor_file};
 
-use super::columns::{Origin, SourceRow, TensorRow, UnitColumns};
+use super::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
 use super::construct::{render_construct, take_apart_construct};
 use super::discover::{discover, DumpDir, Overrides};
-use super::dump_file::{rebuilds_source, take_apart_source};
+use super::dump_file::{rebuilds_source, take_apart_source, ParsedDump};
 use super::in_order::map_in_order;
 use super::stack::{render_stack, take_apart_stack};
 
@@ -223,9 +224,15 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
         tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
     }
 
+    let entries = data_entries(&doc);
+    if columns.dump.is_empty() {
+        for (api, size) in family_sizes(&parsed, entries) {
+            columns.dump.insert(api.to_string(), DumpColumns::with_capacity(size));
+        }
+    }
     for row in &parsed.leaves {
         let name = parsed.names.get(row.entry).ok_or_else(|| FormatError::Internal("leaf without entry".into()))?;
-        let full = entry_name(&doc, row.seq);
+        let full = entry_name(entries, row.seq);
         // Looked up before inserting: the key is allocated once per family, not per leaf.
         match columns.dump.get_mut(name.api) {
             Some(cols) => cols.push(row, full, name, origin),
@@ -287,11 +294,33 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
     Ok(())
 }
 
-fn entry_name<'d>(doc: &'d crate::json::Node<'d>, seq: i64) -> &'d str {
+/// The members of the document's `data` object (none if it has none).
+fn data_entries<'d>(doc: &'d Node<'d>) -> &'d [(Cow<'d, str>, Node<'d>)] {
     match doc.value.get("data").map(|d| &d.value) {
-        Some(crate::json::Value::Object(entries)) => entries.get(seq as usize).map_or("", |(k, _)| k.as_ref()),
-        _ => "",
+        Some(Value::Object(entries)) => entries,
+        _ => &[],
     }
+}
+
+fn entry_name<'d>(entries: &'d [(Cow<'d, str>, Node<'d>)], seq: i64) -> &'d str {
+    entries.get(seq as usize).map_or("", |(k, _)| k.as_ref())
+}
+
+/// What each API family of a file adds to the dump columns, families in order of first leaf.
+fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'_>)]) -> Vec<(&'p str, FamilySize)> {
+    let mut sizes: Vec<(&str, FamilySize)> = Vec::new();
+    for row in &parsed.leaves {
+        let Some(name) = parsed.names.get(row.entry) else { continue };
+        let at = match sizes.iter().position(|(api, _)| *api == name.api) {
+            Some(at) => at,
+            None => {
+                sizes.push((name.api, FamilySize::default()));
+                sizes.len() - 1
+            }
+        };
+        sizes[at].1.add(entry_name(entries, row.seq), &row.path, &row.item);
+    }
+    sizes
 }
 
 type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;

@@ -20,7 +20,7 @@ mod stack;
 mod stack_frames;
 
 pub use columns::{
-    ConstructColumns, DumpColumns, LeafPlace, Origin, SideFileRef, SourceColumns, SourceRow, StackColumns,
+    ConstructColumns, DumpColumns, FamilySize, LeafPlace, Origin, SideFileRef, SourceColumns, SourceRow, StackColumns,
     TensorColumns, TensorRow,
 };
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
