@@ -49,80 +49,96 @@ impl Side<'_> {
 
 /// The direction of a dump key from its last two segments (§4.1); `None` drops the key.
 fn key_direction(key: &str) -> Option<&'static str> {
-    // The last two segments, found by a byte scan from the end: the plans' SQL functions call
-    // this several times per leaf, and `rsplit('.')` (its char searcher and `memrchr` on
-    // ~40-byte names) was 6% of a compare's instructions.
-    let key = key.as_bytes();
-    let segment_start = |end: usize| key[..end].iter().rposition(|&b| b == b'.').map_or(0, |dot| dot + 1);
-    let last_start = segment_start(key.len());
-    let last = &key[last_start..];
-    let second = match last_start {
-        0 => &[][..],
-        start => &key[segment_start(start - 1)..start - 1],
-    };
-    ["parameters_grad", "forward", "backward"]
-        .into_iter()
-        .find(|direction| last == direction.as_bytes() || second == direction.as_bytes())
-}
-
-/// msprobe's order of a leaf inside its entry (§5.1): 0 input (`input_args`, `input_kwargs`,
-/// `input`, debug values), 1 `parameters`, 2 `output`, 3 fields of a `parameters_grad` entry;
-/// `None` when the entry has no direction (msprobe drops it).
-pub(crate) fn compare_state(name: &str, section: &str) -> Option<i32> {
-    Some(match (key_direction(name)?, section) {
-        ("parameters_grad", _) => 3,
-        (_, "output") => 2,
-        (_, "parameters") => 1,
-        _ => 0,
-    })
+    let (_, second, last) = split_last_two(key);
+    let second = second.unwrap_or_default();
+    ["parameters_grad", "forward", "backward"].into_iter().find(|direction| last == *direction || second == *direction)
 }
 
 /// A dump key cut before its last two segments: `Functional.relu.5.backward` gives
 /// `("Functional.relu", Some("5"), "backward")`, the prefix being msprobe's `op_no_number`
 /// (`split('.')` and slicing; a key of one segment has an empty prefix and no second segment).
+/// Found by byte scans from the end: the plans' SQL functions ask for every leaf, and
+/// `rsplitn`'s char searcher cost ~400 instructions a key.
 fn split_last_two(name: &str) -> (&str, Option<&str>, &str) {
-    let mut segs = name.rsplitn(3, '.');
-    let last = segs.next().unwrap_or_default();
-    let second = segs.next();
-    (segs.next().unwrap_or_default(), second, last)
-}
-
-/// The group backward entries are renumbered in: the entry name without its last two segments
-/// (`op_no_number`), for backward entries only.
-pub(crate) fn backward_group(name: &str) -> Option<&str> {
-    (key_direction(name)? == "backward").then(|| split_last_two(name).0)
-}
-
-/// Appends the join key of a row (§5.1) to `out`: its item name, where for a backward entry the
-/// call number is replaced by `order`, the entry's rank among the backward entries of its group
-/// in file order. Returns false, writing nothing, when the entry has no direction (msprobe
-/// drops it). The SQL function calls it for every leaf of both sides and writes the keys
-/// straight into its result column.
-pub(crate) fn write_compare_key(
-    out: &mut impl fmt::Write,
-    name: &str,
-    item: &str,
-    order: i64,
-) -> Result<bool, fmt::Error> {
-    let Some(direction) = key_direction(name) else { return Ok(false) };
-    if direction != "backward" {
-        out.write_str(item)?;
-        return Ok(true);
+    let Some(last_dot) = name.bytes().rposition(|b| b == b'.') else {
+        return ("", None, name);
+    };
+    let (head, last) = (&name[..last_dot], &name[last_dot + 1..]);
+    match head.bytes().rposition(|b| b == b'.') {
+        Some(dot) => (&head[..dot], Some(&head[dot + 1..]), last),
+        None => ("", Some(head), last),
     }
-    let (op_no_number, second, last) = split_last_two(name);
-    let mut sep = if op_no_number.is_empty() { "" } else { "." };
-    out.write_str(op_no_number)?;
-    for seg in second.into_iter().chain([last]) {
-        out.write_str(sep)?;
-        sep = ".";
-        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
-            write!(out, "{order}")?;
-        } else {
-            out.write_str(seg)?;
+}
+
+/// msprobe's per-key rules, remembering the direction of the key asked for last: a side's
+/// leaves come entry by entry, several per entry, so most rows ask again about the row
+/// before's key, and comparing two keys costs a fraction of reading one. The plans' SQL
+/// functions keep one per batch.
+#[derive(Debug, Default)]
+pub(crate) struct KeyRules<'a> {
+    key: &'a str,
+    direction: Option<&'static str>,
+}
+
+impl<'a> KeyRules<'a> {
+    fn direction(&mut self, key: &'a str) -> Option<&'static str> {
+        if key != self.key {
+            self.direction = key_direction(key);
+            self.key = key;
         }
+        self.direction
     }
-    out.write_str(item.strip_prefix(name).unwrap_or(item))?;
-    Ok(true)
+
+    /// msprobe's order of a leaf inside its entry (§5.1): 0 input (`input_args`,
+    /// `input_kwargs`, `input`, debug values), 1 `parameters`, 2 `output`, 3 fields of a
+    /// `parameters_grad` entry; `None` when the entry has no direction (msprobe drops it).
+    pub(crate) fn compare_state(&mut self, name: &'a str, section: &str) -> Option<i32> {
+        Some(match (self.direction(name)?, section) {
+            ("parameters_grad", _) => 3,
+            (_, "output") => 2,
+            (_, "parameters") => 1,
+            _ => 0,
+        })
+    }
+
+    /// The group backward entries are renumbered in: the entry name without its last two
+    /// segments (`op_no_number`), for backward entries only.
+    pub(crate) fn backward_group(&mut self, name: &'a str) -> Option<&'a str> {
+        (self.direction(name)? == "backward").then(|| split_last_two(name).0)
+    }
+
+    /// Appends the join key of a row (§5.1) to `out`: its item name, where for a backward
+    /// entry the call number is replaced by `order`, the entry's rank among the backward
+    /// entries of its group in file order. Returns false, writing nothing, when the entry has
+    /// no direction (msprobe drops it). The SQL function writes the keys straight into its
+    /// result column.
+    pub(crate) fn write_compare_key(
+        &mut self,
+        out: &mut impl fmt::Write,
+        name: &'a str,
+        item: &str,
+        order: i64,
+    ) -> Result<bool, fmt::Error> {
+        let Some(direction) = self.direction(name) else { return Ok(false) };
+        if direction != "backward" {
+            out.write_str(item)?;
+            return Ok(true);
+        }
+        let (op_no_number, second, last) = split_last_two(name);
+        let mut sep = if op_no_number.is_empty() { "" } else { "." };
+        out.write_str(op_no_number)?;
+        for seg in second.into_iter().chain([last]) {
+            out.write_str(sep)?;
+            sep = ".";
+            if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+                write!(out, "{order}")?;
+            } else {
+                out.write_str(seg)?;
+            }
+        }
+        out.write_str(item.strip_prefix(name).unwrap_or(item))?;
+        Ok(true)
+    }
 }
 
 /// The node msprobe reads a leaf's cells from: a P2POp record is compared through its tensor.
@@ -342,11 +358,22 @@ fn slice_shape(value: Option<&Node<'_>>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{backward_group, compare_state, key_direction, write_compare_key};
+    use super::{key_direction, KeyRules};
 
     fn compare_key(name: &str, item: &str, order: i64) -> Option<String> {
         let mut key = String::new();
-        write_compare_key(&mut key, name, item, order).expect("a String takes every write").then_some(key)
+        KeyRules::default()
+            .write_compare_key(&mut key, name, item, order)
+            .expect("a String takes every write")
+            .then_some(key)
+    }
+
+    fn backward_group(name: &str) -> Option<&str> {
+        KeyRules::default().backward_group(name)
+    }
+
+    fn compare_state(name: &str, section: &str) -> Option<i32> {
+        KeyRules::default().compare_state(name, section)
     }
 
     #[test]
@@ -378,6 +405,33 @@ mod tests {
         assert_eq!(compare_key("Distributed.barrier.0", "Distributed.barrier.0.x", 0), None);
         assert_eq!(compare_state("Functional.relu.5.forward", "output"), Some(2));
         assert_eq!(compare_state("M.fc.Linear.parameters_grad.0", "weight"), Some(3));
+    }
+
+    #[test]
+    fn rules_kept_across_rows_answer_as_fresh_ones() {
+        let names = [
+            "Functional.relu.5.backward",
+            "Functional.relu.5.backward",
+            "Functional.relu.5.forward",
+            "Module.fc.Linear.backward.3",
+            "Module.fc.Linear.backward.3",
+            "",
+            "Distributed.barrier.0",
+            "M.fc.Linear.parameters_grad.0",
+            "M.fc.Linear.parameters_grad.0",
+            "Functional.relu.5.backward",
+        ];
+        let mut kept = KeyRules::default();
+        for (i, name) in names.iter().enumerate() {
+            let order = i as i64;
+            let item = format!("{name}.output.0");
+            let (mut fresh_key, mut kept_key) = (String::new(), String::new());
+            let fresh = KeyRules::default().write_compare_key(&mut fresh_key, name, &item, order);
+            assert_eq!(kept.write_compare_key(&mut kept_key, name, &item, order), fresh, "{name}");
+            assert_eq!(kept_key, fresh_key, "{name}");
+            assert_eq!(kept.compare_state(name, "output"), compare_state(name, "output"), "{name}");
+            assert_eq!(kept.backward_group(name), backward_group(name), "{name}");
+        }
     }
 
     /// msprobe's renumbering written as its Python reads: `split('.')`, slices and joins.

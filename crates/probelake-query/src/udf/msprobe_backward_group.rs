@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::backward_group;
+use crate::compare::rows::KeyRules;
 
 /// The entry name without its last two segments (msprobe's `op_no_number`) for a backward
 /// entry; NULL for any other entry.
@@ -51,7 +51,8 @@ impl ScalarUDFImpl for MsprobeBackwardGroup {
         let (arrays, scalar) = to_arrays(&args.args, args.number_rows)?;
         let [name] = take_function_args(self.name(), arrays)?;
         // Borrowed prefixes of the names, copied once into the result.
-        let out: StringArray = name.as_string::<i32>().iter().map(|n| backward_group(n?)).collect();
+        let mut rules = KeyRules::default();
+        let out: StringArray = name.as_string::<i32>().iter().map(|n| rules.backward_group(n?)).collect();
         from_array(Arc::new(out), scalar)
     }
 

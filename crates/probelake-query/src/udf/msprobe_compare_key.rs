@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::write_compare_key;
+use crate::compare::rows::KeyRules;
 
 /// The item name, where a backward entry's call number is replaced by its order among the
 /// backward entries of the same op (msprobe's renumbering); NULL for an entry msprobe drops
@@ -60,12 +60,13 @@ impl ScalarUDFImpl for MsprobeCompareKey {
         let offsets = item.value_offsets();
         let item_bytes = offsets.last().zip(offsets.first()).map_or(0, |(end, start)| (end - start) as usize);
         let mut out = StringBuilder::with_capacity(item.len(), item_bytes + item.len() * 2);
+        let mut rules = KeyRules::default();
         for i in 0..name.len() {
             let order = order.filter(|o| !o.is_null(i)).map_or(0, |o| o.value(i));
             // The builder takes every write; a key is ended by appending nothing more to it.
             let keyed = name.is_valid(i)
                 && item.is_valid(i)
-                && write_compare_key(&mut out, name.value(i), item.value(i), order) == Ok(true);
+                && rules.write_compare_key(&mut out, name.value(i), item.value(i), order) == Ok(true);
             if keyed {
                 out.append_value("");
             } else {

@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::compare_state;
+use crate::compare::rows::KeyRules;
 
 /// 0 for inputs, 1 `parameters`, 2 `output`, 3 fields of a `parameters_grad` entry; NULL for an
 /// entry msprobe drops.
@@ -51,8 +51,9 @@ impl ScalarUDFImpl for MsprobeCompareState {
         let (arrays, scalar) = to_arrays(&args.args, args.number_rows)?;
         let [name, section] = take_function_args(self.name(), arrays)?;
         let (name, section) = (name.as_string::<i32>(), section.as_string::<i32>());
+        let mut rules = KeyRules::default();
         let out: Int32Array =
-            name.iter().zip(section.iter()).map(|(n, s)| compare_state(n?, s.unwrap_or_default())).collect();
+            name.iter().zip(section.iter()).map(|(n, s)| rules.compare_state(n?, s.unwrap_or_default())).collect();
         from_array(Arc::new(out), scalar)
     }
 
