@@ -7,4 +7,4 @@ mod render;
 
 pub use parse::{format_path, parse, parse_skeleton, Arena, Node, PathSegment, SyntaxError, Value, MAX_DEPTH};
 pub use pretty::{detect_layout, write_compact, write_node, ArrayWriter, FillHole, Layout, ObjectWriter};
-pub use render::{write_f64, write_i64, write_str};
+pub use render::{push_f64, write_f64, write_i64, write_str};

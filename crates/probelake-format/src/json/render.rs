@@ -106,78 +106,142 @@ fn push_u_escape(out: &mut Vec<u8>, unit: u32) {
 /// assert_eq!(render(f64::NAN), "NaN");
 /// ```
 pub fn write_f64(out: &mut Vec<u8>, v: f64) {
+    for_f64_text(v, |piece| out.extend_from_slice(piece.as_bytes()));
+}
+
+/// [`write_f64`] for a `String`: the same text, appended in pieces that are `str` already (no
+/// UTF-8 check of bytes known to be ASCII).
+///
+/// ```
+/// let mut out = String::from("max=");
+/// probelake_format::json::push_f64(&mut out, 1e-5);
+/// assert_eq!(out, "max=1e-05");
+/// ```
+pub fn push_f64(out: &mut String, v: f64) {
+    for_f64_text(v, |piece| out.push_str(piece));
+}
+
+/// Python's `repr` of `v` (with JSON's names for the non-finite ones), handed to `push` in
+/// pieces.
+fn for_f64_text(v: f64, mut push: impl FnMut(&str)) {
     if v.is_nan() {
-        out.extend_from_slice(b"NaN");
+        push("NaN");
         return;
     }
     if v.is_infinite() {
-        out.extend_from_slice(if v > 0.0 { b"Infinity" } else { b"-Infinity" });
+        push(if v > 0.0 { "Infinity" } else { "-Infinity" });
         return;
     }
-    // Ryū gives the shortest round-trip digits, nearest the exact value, like Python's repr;
-    // only the layout differs, so take digits and exponent from it and lay them out the Python
-    // way. This runs four times per tensor leaf; `core::fmt`'s `{:e}` costs several times more.
-    let mut ryu_buf = ryu::Buffer::new();
-    let mut text = ryu_buf.format_finite(v).as_bytes();
-    let mut decimal = Decimal::of(text);
+    // zmij (Schubfach) gives the shortest round-trip digits, nearest the exact value, like
+    // Python's repr; only the layout differs, so take digits and exponent from it and lay them
+    // out the Python way. This runs four times per tensor leaf and per compared statistic;
+    // zmij takes about half of Ryū's instructions, `core::fmt`'s `{:e}` several times more.
+    let mut digits_buf = zmij::Buffer::new();
+    let mut text = digits_buf.format_finite(v);
+    let mut decimal = Decimal::of(text.as_bytes());
     // Among equally short strings CPython picks the one nearest the exact value, halves to
     // even; a shortest-digits algorithm may take the other one of an exact tie
     // (23.634353637695313 for 23.6343536376953125, where CPython writes …312), so ties are
     // settled by an exact-mode format. Ties need ≥ 15 digits.
-    let mut nearest = StackBuf::new();
+    // Made only for a possible tie: zeroing its 64 bytes for every float showed in profiles.
+    let mut nearest = None;
     if decimal.len >= 15 && may_be_tie(v, decimal.len) {
         use std::fmt::Write as _;
+        let nearest = nearest.insert(StackBuf::new());
         let _ = write!(nearest, "{v:.*e}", decimal.len - 1);
-        if std::str::from_utf8(nearest.as_bytes()).ok().and_then(|s| s.parse::<f64>().ok()) == Some(v) {
-            text = nearest.as_bytes();
-            decimal = Decimal::of(text);
+        if let Some(exact) = std::str::from_utf8(nearest.as_bytes()).ok().filter(|s| s.parse::<f64>().ok() == Some(v)) {
+            text = exact;
+            decimal = Decimal::of(text.as_bytes());
         }
     }
-    // Ryū's positional form is Python's for decimal exponents -4..16 (`0.0001`, `2512.0`);
-    // Python switches to scientific one step earlier (`1e-05` where Ryū writes `0.00001`).
+    // zmij's positional form is Python's for decimal exponents -4..16 (`0.0001`, `2512.0`);
+    // Python switches to scientific one step earlier (`1e-05` where zmij writes `0.00001`).
     if !decimal.scientific && decimal.exp >= -4 {
-        out.extend_from_slice(text);
+        push(text);
         return;
     }
     let Decimal { negative, exp, .. } = decimal;
-    let mut buf = [0; 40];
-    let digits = decimal.digits(text, &mut buf);
+    let digits = Digits::of(text, &decimal);
+    let n = digits.len();
     if negative {
-        out.push(b'-');
+        push("-");
     }
     if (-4..16).contains(&exp) {
-        let n = digits.len() as i32;
         if exp < 0 {
-            out.extend_from_slice(b"0.");
-            out.extend(std::iter::repeat_n(b'0', (-exp - 1) as usize));
-            out.extend_from_slice(digits);
-        } else if exp + 1 >= n {
-            out.extend_from_slice(digits);
-            out.extend(std::iter::repeat_n(b'0', (exp + 1 - n) as usize));
-            out.extend_from_slice(b".0");
+            push("0.");
+            push_zeros((-exp - 1) as usize, &mut push);
+            digits.push(0..n, &mut push);
+        } else if exp as usize + 1 >= n {
+            digits.push(0..n, &mut push);
+            push_zeros(exp as usize + 1 - n, &mut push);
+            push(".0");
         } else {
-            let point = (exp + 1) as usize;
-            out.extend_from_slice(&digits[..point]);
-            out.push(b'.');
-            out.extend_from_slice(&digits[point..]);
+            let point = exp as usize + 1;
+            digits.push(0..point, &mut push);
+            push(".");
+            digits.push(point..n, &mut push);
         }
     } else {
-        out.extend_from_slice(&digits[..1]);
-        if digits.len() > 1 {
-            out.push(b'.');
-            out.extend_from_slice(&digits[1..]);
+        digits.push(0..1, &mut push);
+        if n > 1 {
+            push(".");
+            digits.push(1..n, &mut push);
         }
-        out.push(b'e');
-        out.push(if exp < 0 { b'-' } else { b'+' });
-        let abs = exp.unsigned_abs();
-        if abs < 10 {
-            out.push(b'0');
+        push(if exp < 0 { "e-" } else { "e+" });
+        // Two digits at least, as Python writes them; a double's exponent has at most three.
+        let abs = exp.unsigned_abs() as usize;
+        if abs >= 100 {
+            push(DIGITS[abs / 100]);
         }
-        write_i64(out, i64::from(abs));
+        push(DIGITS[abs / 10 % 10]);
+        push(DIGITS[abs % 10]);
     }
 }
 
-/// A decimal number as Ryū or `{:e}` write it (`-1234.5`, `0.001`, `1e16`, `1.25e-7`), read
+const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+
+fn push_zeros(mut n: usize, push: &mut impl FnMut(&str)) {
+    const ZEROS: &str = "0000000000000000";
+    while n > 0 {
+        let now = n.min(ZEROS.len());
+        push(&ZEROS[..now]);
+        n -= now;
+    }
+}
+
+/// The significant digits of a number's text, in the (at most two) pieces either side of its
+/// point.
+struct Digits<'t>(&'t str, &'t str);
+
+impl<'t> Digits<'t> {
+    fn of(text: &'t str, decimal: &Decimal) -> Digits<'t> {
+        if decimal.span.is_empty() {
+            return Digits("0", "");
+        }
+        let span = text.get(decimal.span.clone()).unwrap_or_default();
+        match span.split_once('.') {
+            Some((before, after)) => Digits(before, after),
+            None => Digits(span, ""),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len() + self.1.len()
+    }
+
+    /// Hands the digits in `range` (indices among the digits) to `push`.
+    fn push(&self, range: std::ops::Range<usize>, push: &mut impl FnMut(&str)) {
+        let first = self.0.len();
+        if range.start < first {
+            push(self.0.get(range.start..range.end.min(first)).unwrap_or_default());
+        }
+        if range.end > first {
+            push(self.1.get(range.start.max(first) - first..range.end - first).unwrap_or_default());
+        }
+    }
+}
+
+/// A decimal number as zmij or `{:e}` write it (`-1234.5`, `0.001`, `1e+16`, `1.25e-7`), read
 /// without copying its digits: sign, number of significant digits (no leading or trailing
 /// zeros; one for zero), the decimal exponent of the first one, and whether it was written
 /// with an exponent. Each is found by a short scan from the end it is nearest (the first
@@ -221,6 +285,7 @@ impl Decimal {
     }
 
     /// The significant digits of `text`, the text this was read from, in `buf`.
+    #[cfg(test)]
     fn digits<'b>(&self, text: &[u8], buf: &'b mut [u8; 40]) -> &'b [u8] {
         if self.span.is_empty() {
             buf[0] = b'0';
@@ -352,7 +417,7 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
 mod tests {
     use super::*;
 
-    /// `write_f64` as it was before Ryū: digits from `core::fmt`'s shortest `{:e}`, with the
+    /// `write_f64` as it was before Ryū and zmij: digits from `core::fmt`'s shortest `{:e}`, with the
     /// same tie rule, laid out the Python way by hand.
     fn reference(v: f64) -> String {
         if !v.is_finite() {
@@ -393,7 +458,7 @@ mod tests {
     }
 
     #[test]
-    fn ryu_digits_agree_with_core_fmt() {
+    fn shortest_digits_agree_with_core_fmt() {
         // A fixed xorshift stream: random bit patterns (every exponent) and f32-derived values
         // (what msprobe's statistics are), plus the powers of ten around the layout switches.
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
@@ -411,7 +476,11 @@ mod tests {
             values.push((bits % 1_000_000) as f64 / 64.0);
         }
         for v in values {
-            assert_eq!(f(v), reference(v), "bits {:#x}", v.to_bits());
+            let want = reference(v);
+            assert_eq!(f(v), want, "bits {:#x}", v.to_bits());
+            let mut pushed = String::new();
+            push_f64(&mut pushed, v);
+            assert_eq!(pushed, want, "push_f64, bits {:#x}", v.to_bits());
         }
     }
 

@@ -130,18 +130,8 @@ pub(crate) fn push_float_repr(out: &mut String, x: f64) {
         return;
     }
     // msprobe's JSON holds finite floats as `json.dumps` writes them, which is `repr`: one
-    // implementation serves both (ties, layout switches and its tests live there). It writes
-    // ASCII into bytes of its own, so that `out` (a whole table's cells) is not re-checked;
-    // those bytes are kept per thread (a table has ~16 floats per row).
-    FLOAT_TEXT.with_borrow_mut(|bytes| {
-        bytes.clear();
-        probelake_format::json::write_f64(bytes, x);
-        out.push_str(std::str::from_utf8(bytes).unwrap_or_default());
-    });
-}
-
-thread_local! {
-    static FLOAT_TEXT: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(32));
+    // implementation serves both (ties, layout switches and its tests live there).
+    probelake_format::json::push_f64(out, x);
 }
 
 /// Appends a float as msprobe's CSV holds it: `repr`, with ` inf` / ` -inf` for infinities.
