@@ -196,21 +196,16 @@ impl RunSession {
     }
 
     /// The physical plans of `sqls`, one query each, for changing before they run (`None` for
-    /// no statement; of several, the last). Planning is CPU work of tens of milliseconds for a
-    /// large query; each query is planned on a task of its own, so they share the cores.
-    pub(crate) async fn physical_plans(&self, sqls: &[&str]) -> Result<Vec<Option<Arc<dyn ExecutionPlan>>>> {
-        let tasks: Vec<_> = sqls
-            .iter()
+    /// no statement; of several, the last), each planned on a task of its own so that they
+    /// share the cores (planning is CPU work of tens of milliseconds for a large query), and
+    /// each awaited on its own, so that a plan can run while the others are being planned.
+    pub(crate) fn spawn_physical_plans(&self, sqls: &[&str]) -> Vec<PlanTask> {
+        sqls.iter()
             .map(|sql| {
                 let (ctx, options, sql) = (self.ctx.clone(), self.options(), sql.to_string());
-                SpawnedTask::spawn(async move { physical_plan_in(&ctx, options, &sql).await })
+                PlanTask(SpawnedTask::spawn(async move { physical_plan_in(&ctx, options, &sql).await }))
             })
-            .collect();
-        let mut plans = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            plans.push(task.join_unwind().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??);
-        }
-        Ok(plans)
+            .collect()
     }
 
     /// Runs `sql` and collects the last statement's rows.
@@ -235,6 +230,16 @@ async fn plan_in(ctx: &SessionContext, options: SQLOptions, sql: &str) -> Result
         plans.push(plan);
     }
     Ok(plans)
+}
+
+/// A physical plan being made by [`RunSession::spawn_physical_plans`].
+pub(crate) struct PlanTask(SpawnedTask<Result<Option<Arc<dyn ExecutionPlan>>>>);
+
+impl PlanTask {
+    /// The plan, once made (`None` for no statement).
+    pub(crate) async fn plan(self) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        self.0.join_unwind().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+    }
 }
 
 /// The physical plan of the last statement of `sql` in `ctx` (`None` for no statement).

@@ -17,7 +17,7 @@ use probelake_format::Unit;
 use super::leaf_side::{leaf_stats, side_of_leaf, text_at, LeafColumns, LEAF_COLUMNS};
 use super::leaves::{leaves_sql, SideLeaves};
 use super::load::FileKey;
-use super::prepared::{PairFiles, PreparedPlans};
+use super::prepared::{PairFiles, PlanHandle, PreparedPlans};
 use super::pyfmt::PyVal;
 use super::rows::{dtype_gate, MatchedRow, MS_FLOATS, TORCH_FLOATS};
 use super::threads::map_scoped;
@@ -248,19 +248,38 @@ pub(crate) async fn run_in(
     g: &Unit,
 ) -> Result<PlanOutput, CompareError> {
     let started = std::time::Instant::now();
-    let sqls = [files_sql(t, g), joined_sql(t, g, false), leaves_sql("target", t), leaves_sql("golden", g)];
-    let plans = prepared.plans(session, files, &sqls.each_ref().map(String::as_str)).await?;
-    let [files_plan, compare_plan, t_leaves, g_leaves] =
-        <[_; 4]>::try_from(plans).map_err(|_| CompareError::Schema("the comparison has four plans".into()))?;
-    tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans made");
-    // The file lists and the leaf scans are plans of their own; they run beside the join, on
-    // the cores the join's single-threaded stages leave idle.
+    // The join last: a task spawned last is the first its worker runs, and the join's
+    // planning is the long one; the other core takes the three short plans and runs them.
+    let sqls = [leaves_sql("target", t), leaves_sql("golden", g), files_sql(t, g), joined_sql(t, g, false)];
+    let handles = prepared.start(session, files, &sqls.each_ref().map(String::as_str))?;
+    let planning = handles.iter().any(PlanHandle::is_planning);
+    let [t_leaves, g_leaves, files_plan, compare_plan] =
+        <[_; 4]>::try_from(handles).map_err(|_| CompareError::Schema("the comparison has four plans".into()))?;
+    // The file lists and the leaf scans are plans of their own, each run as soon as it is
+    // planned: the leaf scans while the join is still being planned (on a pair's first plans
+    // that is ~15 ms on one core), and beside it, on the cores the join's single-threaded
+    // stages leave idle.
     let task = session.context().task_ctx();
-    let run = |plan| async { collect(plan, Arc::clone(&task)).await.map_err(QueryError::from) };
-    let (files, batches, t_leaves, g_leaves) =
-        futures::try_join!(run(files_plan), run(compare_plan), run(t_leaves), run(g_leaves))?;
+    let run = |handle: PlanHandle, what: &'static str| {
+        let task = Arc::clone(&task);
+        async move {
+            let plan = handle.plan(what).await?;
+            tracing::debug!(unit = %t, plan = what, elapsed = ?started.elapsed(), "compare plan made");
+            let rows = collect(Arc::clone(&plan), task).await.map_err(QueryError::from)?;
+            Ok::<_, CompareError>((plan, rows))
+        }
+    };
+    let ((files_plan, file_rows), (compare_plan, batches), (t_plan, t_leaves), (g_plan, g_leaves)) = futures::try_join!(
+        run(files_plan, "the file list"),
+        run(compare_plan, "the compare join"),
+        run(t_leaves, "the target's leaves"),
+        run(g_leaves, "the golden's leaves")
+    )?;
     tracing::debug!(unit = %t, elapsed = ?started.elapsed(), "compare plans ran");
-    let (target_files, golden_files) = file_lists(&files)?;
+    if planning {
+        prepared.keep(files, &[t_plan, g_plan, files_plan, compare_plan]);
+    }
+    let (target_files, golden_files) = file_lists(&file_rows)?;
     let jobs = [(&t_leaves, &target_files), (&g_leaves, &golden_files)];
     let [t_leaves, g_leaves] = <[_; 2]>::try_from(map_scoped(&jobs, |(b, f)| SideLeaves::new(b, f)))
         .map_err(|_| CompareError::Schema("two sides".into()))?;

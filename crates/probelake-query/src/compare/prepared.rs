@@ -27,7 +27,7 @@ use probelake_format::schema::schema_of;
 use probelake_format::{CommitRecord, Lake, Table};
 
 use super::CompareError;
-use crate::session::{run_store_url, RunSession};
+use crate::session::{run_store_url, PlanTask, RunSession};
 use crate::table::LakeTable;
 use crate::QueryError;
 
@@ -80,6 +80,29 @@ impl PairFiles {
 /// How many file groups each scan of a pair's plans reads, in [`PairFiles`] order.
 type Shape = Vec<usize>;
 
+/// One plan of a pair: re-bound from a kept one, or being planned.
+pub(crate) enum PlanHandle {
+    Ready(Arc<dyn ExecutionPlan>),
+    Planning(PlanTask),
+}
+
+impl PlanHandle {
+    /// Whether the plan is being planned from SQL (and so may be kept afterwards).
+    pub(crate) fn is_planning(&self) -> bool {
+        matches!(self, PlanHandle::Planning(_))
+    }
+
+    /// The plan, once made; `what` names it if its SQL held no statement.
+    pub(crate) async fn plan(self, what: &str) -> Result<Arc<dyn ExecutionPlan>, CompareError> {
+        match self {
+            PlanHandle::Ready(plan) => Ok(plan),
+            PlanHandle::Planning(task) => {
+                task.plan().await?.ok_or_else(|| CompareError::Schema(format!("no statement in {what}")))
+            }
+        }
+    }
+}
+
 /// The plans made so far, by pair shape.
 #[derive(Debug, Default)]
 pub(crate) struct PreparedPlans {
@@ -89,36 +112,40 @@ pub(crate) struct PreparedPlans {
 
 impl PreparedPlans {
     /// The physical plans of `sqls` for the pair whose files are `files`, in `session` (a
-    /// session over that pair alone): re-bound from a kept plan of the same shape, or planned.
-    /// Plans are kept by shape alone, so `sqls` must be the same statements for every pair but
-    /// for their unit filters, as a [`Comparison`](super::Comparison)'s are.
-    pub(crate) async fn plans(
+    /// session over that pair alone): re-bound from a kept plan of the same shape, or being
+    /// planned, each to be awaited on its own. Plans are kept by shape alone, so `sqls` must be
+    /// the same statements for every pair but for their unit filters, as a
+    /// [`Comparison`](super::Comparison)'s are; a freshly planned set is offered back with
+    /// [`PreparedPlans::keep`].
+    pub(crate) fn start(
         &self,
         session: &RunSession,
         files: &PairFiles,
         sqls: &[&str],
-    ) -> Result<Vec<Arc<dyn ExecutionPlan>>, CompareError> {
+    ) -> Result<Vec<PlanHandle>, CompareError> {
         let shape = files.shape();
         let kept = self.by_shape.lock().ok().and_then(|by_shape| by_shape.get(&shape).cloned());
         if let Some(kept) = kept {
             let rebound: Option<Vec<_>> = kept.iter().map(|plan| rebind(plan, files)).collect::<Result<_, _>>()?;
             if let Some(plans) = rebound {
-                return Ok(plans);
+                return Ok(plans.into_iter().map(PlanHandle::Ready).collect());
             }
         }
-        let plans = session.physical_plans(sqls).await?;
-        let plans = (plans.into_iter().zip(sqls))
-            .map(|(plan, sql)| plan.ok_or_else(|| CompareError::Schema(format!("no statement in {sql}"))))
-            .collect::<Result<Vec<_>, _>>()?;
         self.planned.fetch_add(1, Ordering::Relaxed);
-        if reads_exactly(&plans, files) {
-            // Kept unexecuted: a plan that ran holds its state (a join's build side) until reset.
-            let fresh = plans.iter().map(|p| reset_plan_states(Arc::clone(p))).collect::<Result<Vec<_>, _>>();
-            if let (Ok(fresh), Ok(mut by_shape)) = (fresh, self.by_shape.lock()) {
-                by_shape.entry(shape).or_insert(fresh);
-            }
+        Ok(session.spawn_physical_plans(sqls).into_iter().map(PlanHandle::Planning).collect())
+    }
+
+    /// Keeps `plans`, planned for the pair whose files are `files`, for later pairs of its
+    /// shape (when none are kept for it yet and they read exactly its files). Plans that ran
+    /// are kept reset: a plan holds its state (a join's build side) until then.
+    pub(crate) fn keep(&self, files: &PairFiles, plans: &[Arc<dyn ExecutionPlan>]) {
+        if !reads_exactly(plans, files) {
+            return;
         }
-        Ok(plans)
+        let fresh = plans.iter().map(|p| reset_plan_states(Arc::clone(p))).collect::<Result<Vec<_>, _>>();
+        if let (Ok(fresh), Ok(mut by_shape)) = (fresh, self.by_shape.lock()) {
+            by_shape.entry(files.shape()).or_insert(fresh);
+        }
     }
 
     /// How many pairs were planned from SQL (the others re-bound a kept plan).
