@@ -138,6 +138,15 @@ fn for_f64_text(v: f64, mut push: impl FnMut(&str)) {
     // zmij takes about half of Ryū's instructions, `core::fmt`'s `{:e}` several times more.
     let mut digits_buf = zmij::Buffer::new();
     let mut text = digits_buf.format_finite(v);
+    // Most floats are positional with a decimal exponent of -4 or more, where zmij's text is
+    // repr's unless it may be a tie: read straight off the text, that costs a third of
+    // `Decimal::of`.
+    if let Some(len) = positional_digits(text.as_bytes()) {
+        if len < 15 || !may_be_tie(v, len) {
+            push(text);
+            return;
+        }
+    }
     let mut decimal = Decimal::of(text.as_bytes());
     // Among equally short strings CPython picks the one nearest the exact value, halves to
     // even; a shortest-digits algorithm may take the other one of an exact tie
@@ -195,6 +204,30 @@ fn for_f64_text(v: f64, mut push: impl FnMut(&str)) {
         }
         push(DIGITS[abs / 10 % 10]);
         push(DIGITS[abs % 10]);
+    }
+}
+
+/// The number of significant digits of zmij's text for a float that Python writes the same
+/// way (positional, decimal exponent -4 or more); `None` for any other text. zmij writes the
+/// shortest digits, so they end in a zero only as an integer's `.0`, and positional text has
+/// no exponent at its end.
+fn positional_digits(text: &[u8]) -> Option<usize> {
+    let body = match text.split_first() {
+        Some((b'-', rest)) => rest,
+        _ => text,
+    };
+    if body[body.len().saturating_sub(5)..].contains(&b'e') || body.starts_with(b"0.0000") {
+        return None;
+    }
+    if let Some(fraction) = body.strip_prefix(b"0.") {
+        let zeros = fraction.iter().take_while(|&&b| b == b'0').count();
+        // `0.0` is zero: one digit, as `Decimal` counts it.
+        return Some((fraction.len() - zeros).max(1));
+    }
+    match body.strip_suffix(b".0") {
+        // An integer: its trailing zeros are not significant.
+        Some(integer) => Some(integer.iter().rposition(|&b| b != b'0').map_or(1, |last| last + 1)),
+        None => Some(body.len().saturating_sub(1)),
     }
 }
 
@@ -476,6 +509,16 @@ mod tests {
             values.push((bits % 1_000_000) as f64 / 64.0);
         }
         for v in values {
+            if v.is_finite() {
+                // The fast path's digit count is `Decimal`'s wherever it answers.
+                let mut buf = zmij::Buffer::new();
+                let text = buf.format_finite(v).as_bytes();
+                if let Some(len) = positional_digits(text) {
+                    let decimal = Decimal::of(text);
+                    assert_eq!(len, decimal.len, "bits {:#x}", v.to_bits());
+                    assert!(!decimal.scientific && decimal.exp >= -4, "bits {:#x}", v.to_bits());
+                }
+            }
             let want = reference(v);
             assert_eq!(f(v), want, "bits {:#x}", v.to_bits());
             let mut pushed = String::new();
