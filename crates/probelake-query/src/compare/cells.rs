@@ -150,9 +150,8 @@ impl Rows {
     /// copy.
     pub(crate) fn push_cells(&mut self, row: Row<'_>) {
         let piece = self.last_piece();
-        let end = row.ends.last().copied().unwrap_or(row.start);
         let base = piece.text.len();
-        piece.text.push_str(row.text.get(row.start..end).unwrap_or_default());
+        piece.text.push_str(row.cells_text());
         piece.ends.extend(row.ends.iter().map(|&e| e - row.start + base));
     }
 
@@ -302,9 +301,9 @@ impl<'a> Row<'a> {
     }
 
     /// The text of all the row's cells, one after another.
-    pub(crate) fn bytes(&self) -> &'a [u8] {
+    pub(crate) fn cells_text(&self) -> &'a str {
         let end = self.ends.last().copied().unwrap_or(self.start);
-        self.text.as_bytes().get(self.start..end).unwrap_or_default()
+        self.text.get(self.start..end).unwrap_or_default()
     }
 
     /// The cells' bytes in order, without `get`'s checks per cell (the CSV renders every cell).

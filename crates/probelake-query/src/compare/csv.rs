@@ -97,7 +97,7 @@ fn render_range(rows: &Rows, range: std::ops::Range<usize>) -> Vec<u8> {
 /// a tenth of a comparison's instructions; a row holding a `\r` (none that msprobe writes) is
 /// left to `push_record`.
 fn push_row(out: &mut Vec<u8>, row: Row<'_>) {
-    let text = row.bytes();
+    let text = row.cells_text().as_bytes();
     if memchr::memchr(b'\r', text).is_some() {
         return push_record(out, row.cell_bytes());
     }

@@ -112,25 +112,34 @@ pub(crate) fn side_of_leaf<'a>(item: &'a str, name: &'a str, leaf: &LeafColumns<
     if leaf.is_plain_tensor() {
         return tensor_side(item, name, leaf);
     }
-    if leaf.is_plain_scalar() {
-        // The rendered text holds `"value": null` when there is no value.
-        if let Ok(value) = json::parse(leaf.value.unwrap_or("null").as_bytes(), &Arena::new()) {
-            let synthetic = synthetic_fields(item, leaf.kind.unwrap_or_default(), Some(&value), None);
-            let md5 = synthetic.md5.or_else(|| md5.then(|| crc32_hex(py_str_node(&value).as_bytes())));
-            return Side {
-                name: item,
-                key: name,
-                dtype: Some(synthetic.dtype.into()),
-                shape: Some(synthetic.shape),
-                requires_grad: None,
-                stats: synthetic.stats,
-                md5: md5.map(Into::into),
-                data_name: data_name_cell(None),
-                has_md5: false,
-            };
+    let scalar = with_scalar_value(leaf, |value| {
+        let synthetic = synthetic_fields(item, leaf.kind.unwrap_or_default(), Some(value), None);
+        let md5 = synthetic.md5.or_else(|| md5.then(|| crc32_hex(py_str_node(value).as_bytes())));
+        Side {
+            name: item,
+            key: name,
+            dtype: Some(synthetic.dtype.into()),
+            shape: Some(synthetic.shape),
+            requires_grad: None,
+            stats: synthetic.stats,
+            md5: md5.map(Into::into),
+            data_name: data_name_cell(None),
+            has_md5: false,
         }
+    });
+    scalar.unwrap_or_else(|| side_of(item, name, &leaf.json()))
+}
+
+/// What `read` makes of a plain scalar leaf's value, parsed; `None` for any other leaf (or a
+/// value that does not parse), which is read from its rendered JSON instead.
+fn with_scalar_value<R>(leaf: &LeafColumns<'_>, read: impl FnOnce(&json::Node<'_>) -> R) -> Option<R> {
+    if !leaf.is_plain_scalar() {
+        return None;
     }
-    side_of(item, name, &leaf.json())
+    // The rendered text holds `"value": null` when there is no value.
+    let arena = Arena::new();
+    let value = json::parse(leaf.value.unwrap_or("null").as_bytes(), &arena).ok()?;
+    Some(read(&value))
 }
 
 /// `crc32_hex(b"")`, the md5 cell of a tensor leaf without one.
@@ -170,12 +179,8 @@ pub(crate) fn leaf_stats(item: &str, leaf: &LeafColumns<'_>) -> [PyVal; 4] {
     if leaf.is_plain_tensor() {
         return tensor_stats(leaf);
     }
-    if leaf.is_plain_scalar() {
-        if let Ok(value) = json::parse(leaf.value.unwrap_or("null").as_bytes(), &Arena::new()) {
-            return synthetic_stats(item, leaf.kind.unwrap_or_default(), Some(&value), None);
-        }
-    }
-    side_of_leaf(item, "", leaf, false).stats
+    with_scalar_value(leaf, |value| synthetic_stats(item, leaf.kind.unwrap_or_default(), Some(value), None))
+        .unwrap_or_else(|| side_of_leaf(item, "", leaf, false).stats)
 }
 
 /// One side's leaf columns of a plan batch, cast to the types they are read as.
