@@ -7,7 +7,7 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
 venv=${MSPROBE_VENV:-$cache/msprobe-venv}
 data=${SIDE_BY_SIDE_DATA:-$cache/side-by-side}
 
-# msprobe in $venv (installed when missing: torch from PyPI is several GB) and a release build.
+# msprobe in $venv (installed when missing: torch from PyPI is several GB) and probelake built.
 setup_tools() {
     if [ ! -x "$venv/bin/msprobe" ]; then
         log "setting up msprobe in $venv (pip install mindstudio-probe torch)"
@@ -17,13 +17,15 @@ setup_tools() {
     setup_probelake
 }
 
-# A release build in $probelake and a scratch folder $work (removed on exit).
+# A build of $PROFILE (default `release-lto`, see Cargo.toml) in $probelake and a scratch
+# folder $work (removed on exit).
 setup_probelake() {
-    log "building probelake (release)"
-    cargo build --release --quiet --bin probelake >&2
+    local profile=${PROFILE:-release-lto}
+    log "building probelake (profile $profile)"
+    cargo build --profile "$profile" --quiet --bin probelake >&2
     local target=${CARGO_TARGET_DIR:-target}
     case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
-    probelake="$target/release/probelake"
+    probelake="$target/$profile/probelake"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
 }

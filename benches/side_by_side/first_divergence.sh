@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # First divergence between two runs of ~1M dump leaves each: `sql/first_divergence.sql` run by
-# probelake (release build) against the same SQL text run by DuckDB (Python package) over the
-# same Parquet files, medians of several runs, printed as markdown table rows:
+# probelake (a `release-lto` build, or the profile $PROFILE) against the same SQL text run by
+# DuckDB (Python package) over the same Parquet files, medians of several runs, printed as
+# markdown table rows:
 #
 #   | what | size | probelake | duckdb | ratio |
 #
@@ -31,10 +32,11 @@ threads="${FD_THREADS:-$(nproc)}"
 
 note() { printf '%s\n' "$*" >&2; }
 
-note "building probelake (release)"
-cargo build --release --quiet --bin probelake
+profile="${PROFILE:-release-lto}"
+note "building probelake (profile $profile)"
+cargo build --profile "$profile" --quiet --bin probelake
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-bin="$target_dir/release/probelake"
+bin="$target_dir/$profile/probelake"
 
 # golden, and target with the last layer's attention scale off by 1 %, imported into
 # $data/lake/{golden,target}; reused when $data/lake/spec.txt says they were made alike.
