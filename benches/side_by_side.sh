@@ -8,7 +8,7 @@
 #
 # Each script prints only table rows on stdout (progress goes to stderr) and exits non-zero
 # when it could not measure. Times are medians of $RUNS runs (default 3), in seconds, of the
-# `release-lto` build (Cargo.toml; PROFILE=release measures the plain release build).
+# `release-lto` build (Cargo.toml; BUILD_PROFILE=release measures the plain release build).
 #
 #   benches/side_by_side.sh                  # all of them
 #   benches/side_by_side.sh compare          # only benches/side_by_side/compare.sh

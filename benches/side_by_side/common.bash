@@ -17,17 +17,23 @@ setup_tools() {
     setup_probelake
 }
 
-# A build of $PROFILE (default `release-lto`, see Cargo.toml) in $probelake and a scratch
-# folder $work (removed on exit).
+# A build of the Cargo profile $BUILD_PROFILE (default `release-lto`, see Cargo.toml) in
+# $probelake and a scratch folder $work (removed on exit).
 setup_probelake() {
-    local profile=${PROFILE:-release-lto}
+    local profile=${BUILD_PROFILE:-release-lto}
     log "building probelake (profile $profile)"
     cargo build --profile "$profile" --quiet --bin probelake >&2
     local target=${CARGO_TARGET_DIR:-target}
     case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
-    probelake="$target/$profile/probelake"
+    probelake="$target/$(profile_dir "$profile")/probelake"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
+}
+
+# The folder of the target directory a Cargo profile builds into (`dev` and `test` share
+# `debug`, `bench` is `release`'s).
+profile_dir() {
+    case "$1" in dev | test) echo debug ;; bench) echo release ;; *) echo "$1" ;; esac
 }
 
 now() { date +%s%N; }

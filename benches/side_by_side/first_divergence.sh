@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # First divergence between two runs of ~1M dump leaves each: `sql/first_divergence.sql` run by
-# probelake (a `release-lto` build, or the profile $PROFILE) against the same SQL text run by
+# probelake (a `release-lto` build, or the profile $BUILD_PROFILE) against the same SQL text run by
 # DuckDB (Python package) over the same Parquet files, medians of several runs, printed as
 # markdown table rows:
 #
@@ -22,6 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo="$(pwd)"
+# shellcheck source=benches/side_by_side/common.bash
+. benches/side_by_side/common.bash # for profile_dir; its $data and $venv are set again below
 
 data="${PROBELAKE_BENCH_DIR:-$HOME/.cache/probelake-bench/first_divergence}"
 layers="${FD_LAYERS:-64}"
@@ -32,11 +34,11 @@ threads="${FD_THREADS:-$(nproc)}"
 
 note() { printf '%s\n' "$*" >&2; }
 
-profile="${PROFILE:-release-lto}"
+profile="${BUILD_PROFILE:-release-lto}"
 note "building probelake (profile $profile)"
 cargo build --profile "$profile" --quiet --bin probelake
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-bin="$target_dir/$profile/probelake"
+bin="$target_dir/$(profile_dir "$profile")/probelake"
 
 # golden, and target with the last layer's attention scale off by 1 %, imported into
 # $data/lake/{golden,target}; reused when $data/lake/spec.txt says they were made alike.
