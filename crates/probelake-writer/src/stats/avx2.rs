@@ -2,22 +2,22 @@
 //!
 //! Eight lanes in one 256-bit register: max/min from integer reductions of the raw bits
 //! (`vpmaxsd`, `vpmaxud`, `vpminud`), f32 sums over chunks of 16 rows (even and odd rows apart),
-//! each chunk's sums widened and added in four f64 lanes. bfloat16 rows are 16 lanes wide and
-//! need FMA too. The order of every addition is the portable loop's, so both give the same bits
-//! (a test checks it). The intrinsics are safe to call here: every function enables the features
-//! it uses, and only the loads of 16-bit rows take a pointer.
+//! each chunk's sums widened and added in four f64 lanes. bfloat16 rows are 16 lanes wide,
+//! summed in four sets of rows, and need FMA too. The order of every addition is the portable
+//! loop's, so both give the same bits (a test checks it). The intrinsics are safe to call here:
+//! every function enables the features it uses, and only the loads of 16-bit rows take a pointer.
 
 use std::arch::x86_64::{
-    __m128i, __m256, __m256d, __m256i, _mm256_add_pd, _mm256_add_ps, _mm256_broadcastsi128_si256,
+    __m128i, __m256, __m256d, __m256i, _mm256_add_pd, _mm256_add_ps, _mm256_and_si256, _mm256_broadcastsi128_si256,
     _mm256_castpd256_pd128, _mm256_castps256_ps128, _mm256_castsi256_ps, _mm256_castsi256_si128, _mm256_cvtph_ps,
     _mm256_cvtps_pd, _mm256_extract_epi32, _mm256_extractf128_pd, _mm256_extractf128_ps, _mm256_extracti128_si256,
     _mm256_fmadd_ps, _mm256_loadu_si256, _mm256_max_epi16, _mm256_max_epi32, _mm256_max_epu16, _mm256_max_epu32,
     _mm256_min_epu16, _mm256_min_epu32, _mm256_mul_ps, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setr_epi32,
-    _mm256_setzero_pd, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16,
-    _mm_add_pd, _mm_cvtsd_f64, _mm_extract_epi16, _mm_loadu_si128, _mm_unpackhi_pd,
+    _mm256_setzero_pd, _mm256_setzero_ps, _mm256_setzero_si256, _mm256_slli_epi32, _mm_add_pd, _mm_cvtsd_f64,
+    _mm_extract_epi16, _mm_loadu_si128, _mm_unpackhi_pd,
 };
 
-use super::float::{extreme_keys, Acc, Extremes16, BF16_CHUNK_ROWS, BF16_ROW, CHUNK_ROWS, LANES};
+use super::float::{extreme_keys, Acc, Extremes16, BF16_CHUNK_ROWS, BF16_CLASSES, BF16_ROW, CHUNK_ROWS, LANES};
 
 /// The reduction state: per-lane extremes of the raw bits (signed max, unsigned max and min,
 /// which locate the float max and min as `Extremes16` explains, with two fewer operations per
@@ -212,75 +212,62 @@ fn words(v: __m256i) -> [u16; BF16_ROW] {
     out
 }
 
-/// The f32 sums and sums of squares of the even (or the odd) rows of a chunk, in two registers
-/// each: a row's halves widened by `vpunpck{l,h}wd` with zero (a bfloat16 is the high 16 bits of
-/// its f32).
-struct HalfSums {
-    sum: [__m256; 2],
-    sq: [__m256; 2],
-}
-
-impl HalfSums {
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn new() -> Self {
-        HalfSums { sum: [_mm256_setzero_ps(); 2], sq: [_mm256_setzero_ps(); 2] }
-    }
-
-    /// Adds a row; its squares are exact in f32, so fusing them into the add rounds once, as
-    /// the unfused pair would.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn add(&mut self, bits: __m256i) {
-        let zero = _mm256_setzero_si256();
-        let halves = [_mm256_unpacklo_epi16(zero, bits), _mm256_unpackhi_epi16(zero, bits)];
-        for (h, half) in halves.into_iter().enumerate() {
-            let v = _mm256_castsi256_ps(half);
-            self.sum[h] = _mm256_add_ps(self.sum[h], v);
-            self.sq[h] = _mm256_fmadd_ps(v, v, self.sq[h]);
-        }
-    }
-
-    /// (sum, sum of squares) in four f64 lanes, the low half's pairs plus the high half's.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn widen(&self) -> (__m256d, __m256d) {
-        let both = |v: &[__m256; 2]| _mm256_add_pd(widen_pairs(v[0]), widen_pairs(v[1]));
-        (both(&self.sum), both(&self.sq))
-    }
+/// A bfloat16 row's 32-bit lanes as two f32 registers: the odd elements (each lane's high
+/// half, masked) and the even ones (its low half, shifted up): a bfloat16 is the high 16 bits of
+/// its f32.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn bf16_halves(bits: __m256i) -> (__m256, __m256) {
+    let odd = _mm256_and_si256(bits, _mm256_set1_epi32(-0x1_0000));
+    (_mm256_castsi256_ps(odd), _mm256_castsi256_ps(_mm256_slli_epi32::<16>(bits)))
 }
 
 /// Rows of 16 little-endian bfloat16 values: max and min from the raw bits ([`Extremes16`]),
-/// sums over chunks of [`BF16_CHUNK_ROWS`] rows with even and odd rows in separate registers, so eight
-/// independent f32 chains keep the adders busy.
+/// sums over chunks of [`BF16_CHUNK_ROWS`] rows in [`BF16_CLASSES`] sets of partials, each lane
+/// adding its odd element and then its even one, as the portable loop does. The squares are
+/// fused into their sums: a bfloat16's square is exact in f32, so that rounds once, as the
+/// unfused pair would.
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn rows_bf16(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
     if rows.is_empty() {
         return Acc::new_empty();
     }
     let mut extremes = Extremes::new();
-    let (mut sum, mut sq) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    // f64 lanes 0–3 and 4–7 of the sums and of the squares.
+    let (mut sum, mut sq) = ([_mm256_setzero_pd(); 2], [_mm256_setzero_pd(); 2]);
     for chunk in rows.chunks(BF16_CHUNK_ROWS) {
-        let (mut even, mut odd) = (HalfSums::new(), HalfSums::new());
-        let (pairs, last) = chunk.as_chunks::<2>();
-        for [a, b] in pairs {
-            let (a, b) = (load_bf16(a), load_bf16(b));
-            extremes.add(a);
-            extremes.add(b);
-            even.add(a);
-            odd.add(b);
+        let mut s = [_mm256_setzero_ps(); BF16_CLASSES];
+        let mut q = [_mm256_setzero_ps(); BF16_CLASSES];
+        let (quads, rest) = chunk.as_chunks::<BF16_CLASSES>();
+        let mut add = |class: usize, row: &[[u8; 2]; BF16_ROW]| {
+            let bits = load_bf16(row);
+            extremes.add(bits);
+            let (odd, even) = bf16_halves(bits);
+            s[class] = _mm256_add_ps(_mm256_add_ps(s[class], odd), even);
+            q[class] = _mm256_fmadd_ps(even, even, _mm256_fmadd_ps(odd, odd, q[class]));
+        };
+        for four in quads {
+            for (class, row) in four.iter().enumerate() {
+                add(class, row);
+            }
         }
-        for row in last {
-            let a = load_bf16(row);
-            extremes.add(a);
-            even.add(a);
+        for (class, row) in rest.iter().enumerate() {
+            add(class, row);
         }
-        let ((even_sum, even_sq), (odd_sum, odd_sq)) = (even.widen(), odd.widen());
-        sum = _mm256_add_pd(sum, _mm256_add_pd(even_sum, odd_sum));
-        sq = _mm256_add_pd(sq, _mm256_add_pd(even_sq, odd_sq));
+        // Each lane's classes widened and added, 0 + 1, then 2 + 3, as the portable loop does.
+        let classes = |v: [__m256; BF16_CLASSES], half: usize| {
+            let w = v.map(|v| if half == 0 { _mm256_castps256_ps128(v) } else { _mm256_extractf128_ps::<1>(v) });
+            let w = [_mm256_cvtps_pd(w[0]), _mm256_cvtps_pd(w[1]), _mm256_cvtps_pd(w[2]), _mm256_cvtps_pd(w[3])];
+            _mm256_add_pd(_mm256_add_pd(w[0], w[1]), _mm256_add_pd(w[2], w[3]))
+        };
+        for half in 0..2 {
+            sum[half] = _mm256_add_pd(sum[half], classes(s, half));
+            sq[half] = _mm256_add_pd(sq[half], classes(q, half));
+        }
     }
     let (max, min) = extremes.finish().keys();
-    Acc { max, min, sum: horizontal(sum), sq: horizontal(sq), count: rows.len() * BF16_ROW }
+    let total = |v: [__m256d; 2]| horizontal(_mm256_add_pd(v[0], v[1]));
+    Acc { max, min, sum: total(sum), sq: total(sq), count: rows.len() * BF16_ROW }
 }
 
 /// Rows of little-endian IEEE float16 halves, two rows (32 bytes) a load: max and min from

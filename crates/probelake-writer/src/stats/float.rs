@@ -18,9 +18,11 @@
 //! (squares are never negative, so `inf - inf` cannot happen there), which
 //! [`Moments::has_nan`] reads afterwards.
 //!
-//! On x86-64 with AVX2 (detected at run time) the row loop is `avx2.rs`, written with the
-//! intrinsics because the compiler's auto-vectorisation of the portable loop proved fragile
-//! (2× to 4× slower depending on the code around it); both add in the same order.
+//! On x86-64 with AVX2 or AVX-512 (detected at run time) the row loops are `avx2.rs` and
+//! `avx512.rs`, written with the intrinsics because the compiler's auto-vectorisation of the
+//! portable loop proved fragile (2× to 4× slower depending on the code around it); all add in
+//! the same order. bfloat16 rows sum in four sets of partials, each f32 lane taking a pair of
+//! elements, the order in which AVX-512 BF16's `vdpbf16ps` adds them ([`reduce_bf16_rows`]).
 
 use half::f16;
 
@@ -137,13 +139,13 @@ fn reduce_rows<T: Copy>(rows: &[[T; LANES]], bits: impl Fn(T) -> u32) -> Acc {
 /// bfloat16 elements per row: one 256-bit register of 16-bit values.
 pub(super) const BF16_ROW: usize = 16;
 /// bfloat16 rows summed in f32 before their sums move to f64: each f32 partial sum adds 16
-/// values, twice [`CHUNK_ROWS`]' 8, because widening the eight partials of a 16-row bfloat16
-/// chunk was a fifth of its instructions (32 rows measured 15–20% faster); the larger error
-/// bound is still far below a bfloat16 ulp.
+/// values, twice [`CHUNK_ROWS`]' 8, because widening the partials of a 16-row bfloat16 chunk was
+/// a fifth of its instructions (32 rows measured 15–20% faster); the larger error bound is still
+/// far below a bfloat16 ulp.
 pub(super) const BF16_CHUNK_ROWS: usize = 2 * CHUNK_ROWS;
-/// Which elements of a bfloat16 row each of the two f32 halves gets, as `vpunpcklwd` /
-/// `vpunpckhwd` spread them (per 128-bit lane).
-pub(super) const BF16_HALVES: [[usize; LANES]; 2] = [[0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15]];
+/// The bfloat16 rows of a chunk sum into this many sets of f32 partials, row `r` into set
+/// `r % BF16_CLASSES`: enough independent chains that the adds' latency is hidden.
+pub(super) const BF16_CLASSES: usize = 4;
 
 /// What the bfloat16 loops keep of each lane's raw 16-bit patterns: their signed max and their
 /// unsigned max and min. These three integer reductions of the bits as loaded locate the float
@@ -198,50 +200,50 @@ impl Extremes16 {
     }
 }
 
-/// The portable bfloat16 loop: 16 elements a row, each row's elements summed in two f32 halves
-/// ([`BF16_HALVES`]), even and odd rows apart, as the AVX2 loop sums them. Squares are fused
-/// into the sums (`mul_add`) as the AVX2 loop's FMA fuses them: the square of a bfloat16 is
-/// exact in f32 unless it is subnormal, so fusing changes nothing else, and both builds agree.
-/// (Where the CPU has no FMA, `mul_add` is a library call; that is only where AVX2 is missing
-/// too, and the results still match bit for bit.)
+/// The portable bfloat16 loop: 16 elements a row, the rows of a chunk in [`BF16_CLASSES`] sets
+/// of eight f32 partials. Partial `l` takes elements `2l + 1` and then `2l` of each row of its
+/// set: the order in which AVX-512 BF16's `vdpbf16ps` adds the two halves of a 32-bit lane, so
+/// that instruction gives these bits wherever it cannot meet a subnormal (`avx512.rs`); the
+/// x86 loops widen a lane's halves by a mask and a shift and add them in the same order.
+/// Squares are fused into their sums (`mul_add`): the square of a bfloat16 is exact in f32 unless
+/// it is subnormal, so fusing changes nothing else. (Where the CPU has no FMA, `mul_add` is a
+/// library call; that is only where AVX2 is missing too, and the results still match bit for bit.)
 fn reduce_bf16_rows(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
     if rows.is_empty() {
         return Acc::new_empty();
     }
     let mut extremes = [Extremes16::EMPTY; BF16_ROW];
-    let (mut sum, mut sq) = ([0f64; 4], [0f64; 4]);
+    let (mut sum, mut sq) = ([0f64; LANES], [0f64; LANES]);
     for chunk in rows.chunks(BF16_CHUNK_ROWS) {
-        // [parity][half][lane]
-        let mut s = [[[0f32; LANES]; 2]; 2];
-        let mut q = [[[0f32; LANES]; 2]; 2];
+        let mut s = [[0f32; LANES]; BF16_CLASSES];
+        let mut q = [[0f32; LANES]; BF16_CLASSES];
         for (r, row) in chunk.iter().enumerate() {
             let b: [u16; BF16_ROW] = std::array::from_fn(|i| u16::from_le_bytes(row[i]));
             for (e, &bits) in extremes.iter_mut().zip(&b) {
                 e.add(bits);
             }
-            for (h, half) in BF16_HALVES.iter().enumerate() {
-                for (l, &i) in half.iter().enumerate() {
+            let (s, q) = (&mut s[r % BF16_CLASSES], &mut q[r % BF16_CLASSES]);
+            for l in 0..LANES {
+                for i in [2 * l + 1, 2 * l] {
                     let v = f32::from_bits(u32::from(b[i]) << 16);
-                    s[r % 2][h][l] += v;
-                    q[r % 2][h][l] = v.mul_add(v, q[r % 2][h][l]);
+                    s[l] += v;
+                    q[l] = v.mul_add(v, q[l]);
                 }
             }
         }
-        let pair = |v: &[f32; LANES], j: usize| f64::from(v[j]) + f64::from(v[j + 4]);
-        let halves = |v: &[[f32; LANES]; 2], j: usize| pair(&v[0], j) + pair(&v[1], j);
-        for j in 0..4 {
-            sum[j] += halves(&s[0], j) + halves(&s[1], j);
-            sq[j] += halves(&q[0], j) + halves(&q[1], j);
+        // Each lane's classes widened to f64 and added, 0 + 1, then 2 + 3, into its f64 lane.
+        let classes = |v: &[[f32; LANES]; BF16_CLASSES], l: usize| {
+            (f64::from(v[0][l]) + f64::from(v[1][l])) + (f64::from(v[2][l]) + f64::from(v[3][l]))
+        };
+        for l in 0..LANES {
+            sum[l] += classes(&s, l);
+            sq[l] += classes(&q, l);
         }
     }
+    // Lanes j and j + 4 first, then as the f32 loop adds its four f64 lanes.
+    let total = |v: [f64; LANES]| ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
     let (max, min) = extremes.into_iter().fold(Extremes16::EMPTY, Extremes16::merge).keys();
-    Acc {
-        max,
-        min,
-        sum: (sum[0] + sum[2]) + (sum[1] + sum[3]),
-        sq: (sq[0] + sq[2]) + (sq[1] + sq[3]),
-        count: rows.len() * BF16_ROW,
-    }
+    Acc { max, min, sum: total(sum), sq: total(sq), count: rows.len() * BF16_ROW }
 }
 
 /// Rows of f32 words, bfloat16 halves or float16 halves.
@@ -265,6 +267,18 @@ impl Rows<'_> {
                 // SAFETY: as above.
                 Rows::F16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") => {
                     return unsafe { super::avx512::rows_f16(r) }
+                }
+                // SAFETY: the CPU supports AVX-512F/BW/BF16 and AVX2 (checked), the features it
+                // enables.
+                Rows::Bf16(r) if has!("avx512f") && has!("avx512bw") && has!("avx512bf16") && has!("avx2") => {
+                    // `None`: an element `vdpbf16ps` would flush; the loop without it is exact.
+                    if let Some(acc) = unsafe { super::avx512::rows_bf16_dot(r) } {
+                        return acc;
+                    }
+                    if has!("fma") {
+                        // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked).
+                        return unsafe { super::avx512::rows_bf16(r) };
+                    }
                 }
                 // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked), the features it
                 // enables.
@@ -447,6 +461,42 @@ mod tests {
         }
         // An odd last row must leave the other row's -0.0 sums alone.
         same_bits_everywhere(&[-0.0; 8 * 3]);
+        // Elements AVX-512 BF16 would flush (a nonzero magnitude below 2^-63, a square below
+        // f32's normal range; bfloat16 subnormals too), in a tensor not reduced in f64: that
+        // loop declines, and the one without it gives the portable bits.
+        let mut tiny = all.clone();
+        for (i, v) in tiny.iter_mut().enumerate().skip(700).step_by(997) {
+            *v = if i % 2 == 0 { 3.0e-20 } else { -1.0e-39 };
+        }
+        same_bits_everywhere(&tiny);
+    }
+
+    /// Where the CPU has AVX-512 BF16, its loop answers for ordinary values, declines for a
+    /// nonzero element below 2^-63 however late it comes, and accepts zeros of either sign.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_bf16_dot_product_loop_declines_only_what_it_would_flush() {
+        use std::arch::is_x86_feature_detected as has;
+        if !(has!("avx512f") && has!("avx512bw") && has!("avx512bf16") && has!("avx2")) {
+            eprintln!("skipped: this CPU has no AVX-512 BF16");
+            return;
+        }
+        let rows_of = |values: &[f32]| -> Vec<[[u8; 2]; BF16_ROW]> {
+            let halves: Vec<[u8; 2]> = values.iter().map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect();
+            halves.as_chunks::<BF16_ROW>().0.to_vec()
+        };
+        // SAFETY: the CPU has the features the loop enables (checked above).
+        let dot = |values: &[f32]| unsafe { crate::stats::avx512::rows_bf16_dot(&rows_of(values)) };
+        let mut values: Vec<f32> = (0..BF16_ROW * 70).map(|i| (i as f32 - 500.0) / 64.0).collect();
+        values[3] = 0.0;
+        values[4] = -0.0;
+        values[5] = 2.0f32.powi(-63);
+        assert!(dot(&values).is_some());
+        let last = values.len() - 1;
+        for tiny in [2.0f32.powi(-64), -1.0e-39, 1.0e-40] {
+            values[last] = tiny;
+            assert!(dot(&values).is_none(), "{tiny:e}");
+        }
     }
 
     fn same_bits_everywhere(values: &[f32]) {
@@ -485,6 +535,16 @@ mod tests {
                         Rows::F16(r) => crate::stats::avx512::rows_f16(r),
                         Rows::Bf16(r) => crate::stats::avx512::rows_bf16(r),
                     }
+                });
+            }
+            if has!("avx512f") && has!("avx512bw") && has!("avx512bf16") && has!("avx2") {
+                // SAFETY: as above. Where the dot-product loop declines, the portable one
+                // stands in, so only what it answers is compared.
+                agrees(|r| match r {
+                    Rows::Bf16(rows) => {
+                        unsafe { crate::stats::avx512::rows_bf16_dot(rows) }.unwrap_or_else(|| r.reduce_portable())
+                    }
+                    _ => r.reduce_portable(),
                 });
             }
         }
