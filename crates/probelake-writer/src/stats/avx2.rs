@@ -272,8 +272,9 @@ pub(super) fn rows_bf16(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
 
 /// Rows of little-endian IEEE float16 halves, two rows (32 bytes) a load: max and min from
 /// 16-bit reductions of the raw bits ([`Extremes16`]; float16 orders by sign and magnitude
-/// too), each row widened by F16C (`vcvtph2ps`, exact) into the even or the odd rows' sums.
-#[target_feature(enable = "avx2,f16c")]
+/// too), each row widened by F16C (`vcvtph2ps`, exact) into the even or the odd rows' sums, the
+/// squares fused into them (exact in f32, so the same bits as the portable loop's `q + v * v`).
+#[target_feature(enable = "avx2,f16c,fma")]
 pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
     if rows.is_empty() {
         return Acc::new_empty();
@@ -291,9 +292,9 @@ pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
             let (a, b) = (_mm256_castsi256_si128(bits), _mm256_extracti128_si256::<1>(bits));
             let (a, b) = (_mm256_cvtph_ps(a), _mm256_cvtph_ps(b));
             s0 = _mm256_add_ps(s0, a);
-            q0 = _mm256_add_ps(q0, _mm256_mul_ps(a, a));
+            q0 = _mm256_fmadd_ps(a, a, q0);
             s1 = _mm256_add_ps(s1, b);
-            q1 = _mm256_add_ps(q1, _mm256_mul_ps(b, b));
+            q1 = _mm256_fmadd_ps(b, b, q1);
         }
         for row in odd {
             let half = halves(row);
@@ -301,7 +302,7 @@ pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
             extremes.add(_mm256_broadcastsi128_si256(half));
             let a = _mm256_cvtph_ps(half);
             s0 = _mm256_add_ps(s0, a);
-            q0 = _mm256_add_ps(q0, _mm256_mul_ps(a, a));
+            q0 = _mm256_fmadd_ps(a, a, q0);
         }
         sum = _mm256_add_pd(sum, _mm256_add_pd(widen_pairs(s0), widen_pairs(s1)));
         sq = _mm256_add_pd(sq, _mm256_add_pd(widen_pairs(q0), widen_pairs(q1)));

@@ -14,13 +14,14 @@ use std::arch::x86_64::{
     _mm256_loadu_si256, _mm256_max_epi16, _mm256_max_epu16, _mm256_min_epu16, _mm256_setzero_pd,
     _mm256_zextsi128_si256, _mm512_add_pd, _mm512_add_ps, _mm512_and_si512, _mm512_castpd512_pd256,
     _mm512_castps512_ps256, _mm512_castps_pd, _mm512_castsi512_ps, _mm512_castsi512_si256, _mm512_cvtph_ps,
-    _mm512_cvtps_pd, _mm512_extractf64x4_pd, _mm512_extracti64x4_epi64, _mm512_loadu_si512, _mm512_mask3_fmadd_ps,
-    _mm512_mask_add_ps, _mm512_mask_dpbf16_ps, _mm512_mask_max_epi16, _mm512_mask_max_epi32, _mm512_mask_max_epu16,
-    _mm512_mask_max_epu32, _mm512_mask_min_epu16, _mm512_mask_min_epu32, _mm512_mask_test_epi16_mask, _mm512_max_epi16,
-    _mm512_max_epi32, _mm512_max_epu16, _mm512_max_epu32, _mm512_min_epu16, _mm512_min_epu32, _mm512_mul_ps,
-    _mm512_reduce_max_epi32, _mm512_reduce_max_epu32, _mm512_reduce_min_epu32, _mm512_set1_epi16, _mm512_set1_epi32,
-    _mm512_setzero_pd, _mm512_setzero_ps, _mm512_setzero_si512, _mm512_shuffle_f64x2, _mm512_slli_epi32,
-    _mm512_testn_epi16_mask, _mm512_zextsi256_si512, _mm_loadu_si128,
+    _mm512_cvtps_pd, _mm512_extractf64x4_pd, _mm512_extracti64x4_epi64, _mm512_fmadd_ps, _mm512_loadu_si512,
+    _mm512_mask3_fmadd_ps, _mm512_mask_add_ps, _mm512_mask_dpbf16_ps, _mm512_mask_max_epi16, _mm512_mask_max_epi32,
+    _mm512_mask_max_epu16, _mm512_mask_max_epu32, _mm512_mask_min_epu16, _mm512_mask_min_epu32,
+    _mm512_mask_test_epi16_mask, _mm512_max_epi16, _mm512_max_epi32, _mm512_max_epu16, _mm512_max_epu32,
+    _mm512_min_epu16, _mm512_min_epu32, _mm512_mul_ps, _mm512_reduce_max_epi32, _mm512_reduce_max_epu32,
+    _mm512_reduce_min_epu32, _mm512_set1_epi16, _mm512_set1_epi32, _mm512_setzero_pd, _mm512_setzero_ps,
+    _mm512_setzero_si512, _mm512_shuffle_f64x2, _mm512_slli_epi32, _mm512_testn_epi16_mask, _mm512_zextsi256_si512,
+    _mm_loadu_si128,
 };
 
 use super::avx2::{horizontal, Extremes};
@@ -117,7 +118,10 @@ pub(super) fn rows_f32(rows: &[[[u8; 4]; LANES]]) -> Acc {
 /// Rows of little-endian IEEE float16 halves, four rows (64 bytes) a load: max and min from
 /// 16-bit reductions of the raw bits (`Extremes16`), the sums over the rows widened two at a
 /// time by `vcvtph2ps` (exact), each pair even row low, odd row high, as [`reduce`] keeps them.
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
+/// The squares are fused into their sums: a float16's square is exact in f32 (22 significant
+/// bits at most, and never below f32's normal range), so the fused add rounds once where the
+/// portable loop's `q + v * v` rounds once too, and both give the same bits, one operation fewer.
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
 pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
     if rows.is_empty() {
         return Acc::new_empty();
@@ -136,7 +140,7 @@ pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
             for pair in [_mm512_castsi512_si256(bits), _mm512_extracti64x4_epi64::<1>(bits)] {
                 let v = _mm512_cvtph_ps(pair);
                 s = _mm512_add_ps(s, v);
-                q = _mm512_add_ps(q, _mm512_mul_ps(v, v));
+                q = _mm512_fmadd_ps(v, v, q);
             }
         }
         let (pairs, odd) = rest.as_chunks::<2>();
@@ -157,7 +161,7 @@ pub(super) fn rows_f16(rows: &[[[u8; 2]; LANES]]) -> Acc {
             umin = _mm512_mask_min_epu16(umin, words, umin, bits);
             let v = _mm512_cvtph_ps(pair);
             s = _mm512_mask_add_ps(s, lanes, s, v);
-            q = _mm512_mask_add_ps(q, lanes, q, _mm512_mul_ps(v, v));
+            q = _mm512_mask3_fmadd_ps(v, v, q, lanes);
         }
         sum = _mm256_add_pd(sum, widen_rows(s));
         sq = _mm256_add_pd(sq, widen_rows(q));

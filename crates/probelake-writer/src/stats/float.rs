@@ -264,8 +264,9 @@ impl Rows<'_> {
             match self {
                 // SAFETY: the CPU supports AVX-512F and AVX2 (checked), the features it enables.
                 Rows::F32(r) if has!("avx512f") && has!("avx2") => return unsafe { super::avx512::rows_f32(r) },
-                // SAFETY: as above.
-                Rows::F16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") => {
+                // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked), the features it
+                // enables.
+                Rows::F16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") => {
                     return unsafe { super::avx512::rows_f16(r) }
                 }
                 // SAFETY: the CPU supports AVX-512F/BW/BF16 and AVX2 (checked), the features it
@@ -290,8 +291,10 @@ impl Rows<'_> {
                 Rows::F32(r) if has!("avx2") => return unsafe { super::avx2::rows_f32(r) },
                 // SAFETY: the CPU supports AVX2 and FMA (checked), the features it enables.
                 Rows::Bf16(r) if has!("avx2") && has!("fma") => return unsafe { super::avx2::rows_bf16(r) },
-                // SAFETY: the CPU supports AVX2 and F16C (checked), the features it enables.
-                Rows::F16(r) if has!("avx2") && has!("f16c") => return unsafe { super::avx2::rows_f16(r) },
+                // SAFETY: the CPU supports AVX2, F16C and FMA (checked), the features it enables.
+                Rows::F16(r) if has!("avx2") && has!("f16c") && has!("fma") => {
+                    return unsafe { super::avx2::rows_f16(r) }
+                }
                 _ => {}
             }
         }
