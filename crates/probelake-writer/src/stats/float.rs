@@ -502,6 +502,71 @@ mod tests {
         }
     }
 
+    /// Every bfloat16 loop the CPU has gives the portable bits on 3000 random tensors of five
+    /// kinds: ordinary values, a few elements below 2^-63 among them, many zeros of either sign,
+    /// any bit pattern (NaN, infinities, subnormals), and a few infinities. NaN sums compare as
+    /// NaN: their payloads differ between builds, and a statistic with a NaN is written as NaN.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn random_bfloat16_tensors_give_the_same_bits_in_every_build() {
+        use std::arch::is_x86_feature_detected as has;
+        type Reduce = fn(Rows<'_>) -> Acc;
+        let mut kernels: Vec<(&str, Reduce)> = vec![("best", |r| r.reduce())];
+        if has!("avx2") && has!("fma") {
+            // SAFETY: the CPU has the features the kernel enables (checked).
+            kernels.push(("avx2", |r| match r {
+                Rows::Bf16(rows) => unsafe { crate::stats::avx2::rows_bf16(rows) },
+                _ => r.reduce_portable(),
+            }));
+        }
+        if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") {
+            // SAFETY: as above.
+            kernels.push(("avx512", |r| match r {
+                Rows::Bf16(rows) => unsafe { crate::stats::avx512::rows_bf16(rows) },
+                _ => r.reduce_portable(),
+            }));
+        }
+        if has!("avx512f") && has!("avx512bw") && has!("avx512bf16") && has!("avx2") {
+            // SAFETY: as above; where it declines, the portable loop stands in.
+            kernels.push(("avx512bf16", |r| match r {
+                Rows::Bf16(rows) => {
+                    unsafe { crate::stats::avx512::rows_bf16_dot(rows) }.unwrap_or_else(|| r.reduce_portable())
+                }
+                _ => r.reduce_portable(),
+            }));
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let bits = |m: Moments| [m.max, m.min, m.sum, m.sum_sq].map(|v| if v.is_nan() { 1 } else { v.to_bits() });
+        for t in 0..3000 {
+            let len = (next() % 3000) as usize;
+            let words: Vec<u16> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    let (any, ordinary) = ((r >> 16) as u16, (r >> 16) as u16 & 0xbfff | 0x3000);
+                    match t % 5 {
+                        0 => ordinary,
+                        1 if r % 50 == 0 => any & 0x8fff,
+                        2 if r % 7 == 0 => r as u16 & 0x8000,
+                        3 => any,
+                        4 if r % 100 == 0 => 0x7f80 | (r as u16 & 0x8000),
+                        _ => ordinary,
+                    }
+                })
+                .collect();
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let portable = bits(bf16_fast(&bytes, |r| r.reduce_portable()));
+            for (name, kernel) in &kernels {
+                assert_eq!(bits(bf16_fast(&bytes, *kernel)), portable, "{name}, tensor {t}");
+            }
+        }
+    }
+
     fn same_bits_everywhere(values: &[f32]) {
         let f32s: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let bf16s: Vec<u8> = values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect();
