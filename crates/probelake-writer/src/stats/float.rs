@@ -269,22 +269,17 @@ impl Rows<'_> {
                 Rows::F16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") => {
                     return unsafe { super::avx512::rows_f16(r) }
                 }
-                // SAFETY: the CPU supports AVX-512F/BW/BF16 and AVX2 (checked), the features it
-                // enables.
-                Rows::Bf16(r) if has!("avx512f") && has!("avx512bw") && has!("avx512bf16") && has!("avx2") => {
-                    // `None`: an element `vdpbf16ps` would flush; the loop without it is exact.
-                    if let Some(acc) = unsafe { super::avx512::rows_bf16_dot(r) } {
-                        return acc;
-                    }
-                    if has!("fma") {
-                        // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked).
-                        return unsafe { super::avx512::rows_bf16(r) };
-                    }
-                }
-                // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked), the features it
-                // enables.
                 Rows::Bf16(r) if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") => {
-                    return unsafe { super::avx512::rows_bf16(r) }
+                    if has!("avx512bf16") {
+                        // SAFETY: the CPU supports AVX-512F/BW/BF16 and AVX2 (checked), the
+                        // features it enables. `None`: an element `vdpbf16ps` would flush.
+                        if let Some(acc) = unsafe { super::avx512::rows_bf16_dot(r) } {
+                            return acc;
+                        }
+                    }
+                    // SAFETY: the CPU supports AVX-512F/BW, AVX2 and FMA (checked), the features
+                    // it enables. Exact for every input.
+                    return unsafe { super::avx512::rows_bf16(r) };
                 }
                 // SAFETY: the CPU supports AVX2 (checked), the only feature the function
                 // enables; its body is safe code.
@@ -450,14 +445,7 @@ mod tests {
     #[test]
     fn every_build_of_a_kernel_gives_the_same_bits() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let all: Vec<f32> = (0..10_007)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                ((x >> 40) as f32) / 1e5 - 80.0
-            })
-            .collect();
+        let all: Vec<f32> = (0..10_007).map(|_| ((xorshift(&mut x) >> 40) as f32) / 1e5 - 80.0).collect();
         // Whole chunks, a last chunk with an odd row, one row, a tail only.
         for len in [10_007, 8 * 16 * 3 + 8 * 5 + 3, 8 * 16, 8, 5] {
             same_bits_everywhere(&all[..len]);
@@ -506,42 +494,10 @@ mod tests {
     /// kinds: ordinary values, a few elements below 2^-63 among them, many zeros of either sign,
     /// any bit pattern (NaN, infinities, subnormals), and a few infinities. NaN sums compare as
     /// NaN: their payloads differ between builds, and a statistic with a NaN is written as NaN.
-    #[cfg(target_arch = "x86_64")]
     #[test]
     fn random_bfloat16_tensors_give_the_same_bits_in_every_build() {
-        use std::arch::is_x86_feature_detected as has;
-        type Reduce = fn(Rows<'_>) -> Acc;
-        let mut kernels: Vec<(&str, Reduce)> = vec![("best", |r| r.reduce())];
-        if has!("avx2") && has!("fma") {
-            // SAFETY: the CPU has the features the kernel enables (checked).
-            kernels.push(("avx2", |r| match r {
-                Rows::Bf16(rows) => unsafe { crate::stats::avx2::rows_bf16(rows) },
-                _ => r.reduce_portable(),
-            }));
-        }
-        if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") {
-            // SAFETY: as above.
-            kernels.push(("avx512", |r| match r {
-                Rows::Bf16(rows) => unsafe { crate::stats::avx512::rows_bf16(rows) },
-                _ => r.reduce_portable(),
-            }));
-        }
-        if has!("avx512f") && has!("avx512bw") && has!("avx512bf16") && has!("avx2") {
-            // SAFETY: as above; where it declines, the portable loop stands in.
-            kernels.push(("avx512bf16", |r| match r {
-                Rows::Bf16(rows) => {
-                    unsafe { crate::stats::avx512::rows_bf16_dot(rows) }.unwrap_or_else(|| r.reduce_portable())
-                }
-                _ => r.reduce_portable(),
-            }));
-        }
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = move || xorshift(&mut x);
         let bits = |m: Moments| [m.max, m.min, m.sum, m.sum_sq].map(|v| if v.is_nan() { 1 } else { v.to_bits() });
         for t in 0..3000 {
             let len = (next() % 3000) as usize;
@@ -561,8 +517,8 @@ mod tests {
                 .collect();
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             let portable = bits(bf16_fast(&bytes, |r| r.reduce_portable()));
-            for (name, kernel) in &kernels {
-                assert_eq!(bits(bf16_fast(&bytes, *kernel)), portable, "{name}, tensor {t}");
+            for (name, kernel) in kernels() {
+                assert_eq!(bits(bf16_fast(&bytes, kernel)), portable, "{name}, tensor {t}");
             }
         }
     }
@@ -572,49 +528,62 @@ mod tests {
         let bf16s: Vec<u8> = values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect();
         let f16s: Vec<u8> = values.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect();
         let bits = |m: Moments| [m.max, m.min, m.sum, m.sum_sq].map(f64::to_bits);
-        type Reduce = fn(Rows<'_>) -> Acc;
-        let (portable, best): (Reduce, Reduce) = (|r| r.reduce_portable(), |r| r.reduce());
-        let agrees = |kernel: Reduce| {
-            assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, kernel)));
-            assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, kernel)));
-            assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, kernel)));
-        };
-        agrees(best);
+        let portable: Reduce = |r| r.reduce_portable();
+        for (name, kernel) in kernels() {
+            assert_eq!(bits(f32_fast(&f32s, portable)), bits(f32_fast(&f32s, kernel)), "{name}");
+            assert_eq!(bits(bf16_fast(&bf16s, portable)), bits(bf16_fast(&bf16s, kernel)), "{name}");
+            assert_eq!(bits(f16_fast(&f16s, portable)), bits(f16_fast(&f16s, kernel)), "{name}");
+        }
         assert_eq!(f32_fast(&f32s, portable).count, values.len());
-        // Each x86 kernel by itself, where the CPU has it (`reduce` picks only the best).
+    }
+
+    type Reduce = fn(Rows<'_>) -> Acc;
+
+    /// The best loop (what `reduce` picks), and each x86 loop the CPU has by itself. Where the
+    /// AVX-512 BF16 loop declines, the portable one stands in, so only what it answers counts.
+    fn kernels() -> Vec<(&'static str, Reduce)> {
+        let mut kernels: Vec<(&'static str, Reduce)> = vec![("best", |r| r.reduce())];
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
             if has!("avx2") && has!("fma") && has!("f16c") {
                 // SAFETY: the CPU has the features each kernel enables (checked above).
-                agrees(|r| unsafe {
+                kernels.push(("avx2", |r| unsafe {
                     match r {
                         Rows::F32(r) => crate::stats::avx2::rows_f32(r),
                         Rows::Bf16(r) => crate::stats::avx2::rows_bf16(r),
                         Rows::F16(r) => crate::stats::avx2::rows_f16(r),
                     }
-                });
+                }));
             }
             if has!("avx512f") && has!("avx512bw") && has!("avx2") && has!("fma") {
                 // SAFETY: as above.
-                agrees(|r| unsafe {
+                kernels.push(("avx512", |r| unsafe {
                     match r {
                         Rows::F32(r) => crate::stats::avx512::rows_f32(r),
                         Rows::F16(r) => crate::stats::avx512::rows_f16(r),
                         Rows::Bf16(r) => crate::stats::avx512::rows_bf16(r),
                     }
-                });
+                }));
             }
             if has!("avx512f") && has!("avx512bw") && has!("avx512bf16") && has!("avx2") {
-                // SAFETY: as above. Where the dot-product loop declines, the portable one
-                // stands in, so only what it answers is compared.
-                agrees(|r| match r {
+                // SAFETY: as above.
+                kernels.push(("avx512bf16", |r| match r {
                     Rows::Bf16(rows) => {
                         unsafe { crate::stats::avx512::rows_bf16_dot(rows) }.unwrap_or_else(|| r.reduce_portable())
                     }
                     _ => r.reduce_portable(),
-                });
+                }));
             }
         }
+        kernels
+    }
+
+    /// The next value of a xorshift64 sequence.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
     }
 }
