@@ -209,6 +209,12 @@ fn reduce_bf16(
         return Some(Acc::new_empty());
     }
     let (mut smax, mut umax, mut umin) = (_mm512_set1_epi16(i16::MIN), _mm512_setzero_si512(), _mm512_set1_epi16(-1));
+    // The extremes of a register's `words` (all, or the even row's).
+    let mut extremes = |bits: __m512i, words: __mmask32| {
+        smax = _mm512_mask_max_epi16(smax, words, smax, bits);
+        umax = _mm512_mask_max_epu16(umax, words, umax, bits);
+        umin = _mm512_mask_min_epu16(umin, words, umin, bits);
+    };
     // Eight f64 lanes, one per f32 partial of a class.
     let (mut sum, mut sq) = (_mm512_setzero_pd(), _mm512_setzero_pd());
     for chunk in rows.chunks(BF16_CHUNK_ROWS) {
@@ -220,26 +226,20 @@ fn reduce_bf16(
             for (class, two) in [(0, a), (1, b)] {
                 // SAFETY: two rows are 64 readable bytes; an unaligned load has no other requirement.
                 let bits = unsafe { _mm512_loadu_si512(two.as_ptr().cast()) };
-                smax = _mm512_max_epi16(smax, bits);
-                umax = _mm512_max_epu16(umax, bits);
-                umin = _mm512_min_epu16(umin, bits);
+                extremes(bits, u32::MAX);
                 inexact |= add(&mut partials, class, bits, u16::MAX);
             }
         }
         for two in rest {
             // SAFETY: as above.
             let bits = unsafe { _mm512_loadu_si512(two.as_ptr().cast()) };
-            smax = _mm512_max_epi16(smax, bits);
-            umax = _mm512_max_epu16(umax, bits);
-            umin = _mm512_min_epu16(umin, bits);
+            extremes(bits, u32::MAX);
             inexact |= add(&mut partials, 0, bits, u16::MAX);
         }
         for row in last {
             // SAFETY: a row is 32 readable bytes.
             let bits = _mm512_zextsi256_si512(unsafe { _mm256_loadu_si256(row.as_ptr().cast()) });
-            smax = _mm512_mask_max_epi16(smax, EVEN_WORDS, smax, bits);
-            umax = _mm512_mask_max_epu16(umax, EVEN_WORDS, umax, bits);
-            umin = _mm512_mask_min_epu16(umin, EVEN_WORDS, umin, bits);
+            extremes(bits, EVEN_WORDS);
             // Its register follows the pairs: classes 0 and 1's after an even number of them.
             // (A constant index each way keeps the partials in registers.)
             inexact |= if pairs.len() % 2 == 0 {
