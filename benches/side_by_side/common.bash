@@ -20,14 +20,20 @@ setup_tools() {
 # A build of the Cargo profile $BUILD_PROFILE (default `release-lto`, see Cargo.toml) in
 # $probelake and a scratch folder $work (removed on exit).
 setup_probelake() {
+    build_probelake
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+}
+
+# Builds the Cargo profile $BUILD_PROFILE (default `release-lto`) and sets $probelake to the
+# binary.
+build_probelake() {
     local profile=${BUILD_PROFILE:-release-lto}
     log "building probelake (profile $profile)"
     cargo build --profile "$profile" --quiet --bin probelake >&2
     local target=${CARGO_TARGET_DIR:-target}
     case "$target" in /*) ;; *) target="$(pwd)/$target" ;; esac
     probelake="$target/$(profile_dir "$profile")/probelake"
-    work=$(mktemp -d)
-    trap 'rm -rf "$work"' EXIT
 }
 
 # The folder of the target directory a Cargo profile builds into (`dev` and `test` share

@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo="$(pwd)"
 # shellcheck source=benches/side_by_side/common.bash
-. benches/side_by_side/common.bash # for profile_dir; its $data and $venv are set again below
+. benches/side_by_side/common.bash # for build_probelake; its $data and $venv are set again below
 
 data="${PROBELAKE_BENCH_DIR:-$HOME/.cache/probelake-bench/first_divergence}"
 layers="${FD_LAYERS:-64}"
@@ -32,19 +32,16 @@ steps="${FD_STEPS:-2}"
 repeats="${FD_REPEATS:-7}"
 threads="${FD_THREADS:-$(nproc)}"
 
-note() { printf '%s\n' "$*" >&2; }
+log() { printf '%s\n' "$*" >&2; }
 
-profile="${BUILD_PROFILE:-release-lto}"
-note "building probelake (profile $profile)"
-cargo build --profile "$profile" --quiet --bin probelake
-target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-bin="$target_dir/$(profile_dir "$profile")/probelake"
+build_probelake
+bin="$probelake"
 
 # golden, and target with the last layer's attention scale off by 1 %, imported into
 # $data/lake/{golden,target}; reused when $data/lake/spec.txt says they were made alike.
 wanted="layers=$layers ranks=$ranks steps=$steps"
 if [ "$(cat "$data/lake/spec.txt" 2>/dev/null)" != "$wanted" ]; then
-    note "synthesizing and importing the two runs into $data"
+    log "synthesizing and importing the two runs into $data"
     rm -rf "$data"
     mkdir -p "$data/lake"
     for run in golden target; do
@@ -56,7 +53,7 @@ if [ "$(cat "$data/lake/spec.txt" 2>/dev/null)" != "$wanted" ]; then
     done
     echo "$wanted" >"$data/lake/spec.txt"
 else
-    note "reusing the runs in $data"
+    log "reusing the runs in $data"
 fi
 
 venv="$repo/.venv"
@@ -67,8 +64,8 @@ if ! "$venv/bin/python" -c 'import duckdb' 2>/dev/null; then
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check duckdb
 fi
 
-note "| what | size | probelake | duckdb | ratio |"
-note "|---|---|---|---|---|"
+log "| what | size | probelake | duckdb | ratio |"
+log "|---|---|---|---|---|"
 PROBELAKE_BIN="$bin" LAKES="$data/lake" REPEATS="$repeats" THREADS="$threads" "$venv/bin/python" - <<'PY'
 import csv, io, os, statistics, subprocess, sys, time
 
