@@ -155,6 +155,26 @@ fn benches(c: &mut Criterion) {
     }
     group.finish();
 
+    // What import does to a file: leaves read straight from the text as it is parsed, then
+    // the document taken apart (against `parse` + `take_apart` above, the general way).
+    let mut group = c.benchmark_group("parse_dump");
+    for input in &inputs {
+        group.throughput(Throughput::Bytes(input.json_bytes));
+        group.bench_function(BenchmarkId::from_parameter(input.label), |b| {
+            b.iter(|| {
+                for (bytes, _) in &input.dumps {
+                    let arena = Arena::new();
+                    let doc = msprobe::parse_dump(bytes, &arena, DumpKind::Dump).expect("parse_dump");
+                    std::hint::black_box(
+                        msprobe::take_apart_read(&doc.doc, doc.read, bytes, DumpKind::Dump, doc.layout)
+                            .expect("take_apart"),
+                    );
+                }
+            })
+        });
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("take_apart");
     for input in &inputs {
         let arena = Arena::new();

@@ -15,8 +15,8 @@
 use libfuzzer_sys::fuzz_target;
 use probelake_format::json::{detect_layout, parse, Arena, Layout};
 use probelake_format::msprobe::{
-    rebuilds_source, render, render_construct, render_stack, take_apart, take_apart_construct, take_apart_source, take_apart_stack,
-    DumpKind,
+    parse_dump, rebuilds_source, render, render_construct, render_stack, take_apart, take_apart_construct, take_apart_read,
+    take_apart_source, take_apart_stack, DumpDoc, DumpKind,
 };
 use probelake_format::tensor_file::{read_tensor_file, write_tensor_file, ContainerMeta};
 use probelake_fuzz::fix_zip_crcs;
@@ -37,8 +37,31 @@ fuzz_target!(|bytes: &[u8]| {
 
 fn dump_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout: Layout) {
     for kind in [DumpKind::Dump, DumpKind::Debug] {
-        // What import does: the leaves checked against the file's own bytes.
-        let Ok(parsed) = take_apart_source(doc, bytes, kind, layout) else { continue };
+        // What import does: leaves read straight from the text where it is what export would
+        // write, the others checked against the file's own bytes.
+        let read_arena = Arena::new();
+        let DumpDoc { doc: read_doc, layout: read_layout, read } =
+            parse_dump(bytes, &read_arena, kind).expect("a file that parses plainly fails to parse with leaves read");
+        assert_eq!(read_layout, layout);
+        let taken = take_apart_read(&read_doc, read, bytes, kind, layout);
+        // A plain parse takes it apart to the same rows, or refuses it the same way.
+        let plain = take_apart_source(doc, bytes, kind, layout);
+        let parsed = match (plain, taken) {
+            (Ok(plain), Ok(taken)) => {
+                assert_eq!((&plain.skeleton, &plain.header), (&taken.skeleton, &taken.header));
+                assert_eq!(plain.leaves.len(), taken.leaves.len());
+                for (a, b) in plain.leaves.iter().zip(&taken.leaves) {
+                    assert_eq!(format!("{:?}", a.value), format!("{:?}", b.value));
+                    assert_eq!((a.seq, a.leaf, &a.path, &a.item, a.exact_len), (b.seq, b.leaf, &b.path, &b.item, b.exact_len));
+                }
+                taken
+            }
+            (Err(a), Err(b)) => {
+                assert_eq!(a.to_string(), b.to_string());
+                continue;
+            }
+            (a, b) => panic!("taken apart one way only: {:?} / {:?}", a.err(), b.err()),
+        };
         if !matches!(rebuilds_source(&parsed, bytes), Ok(true)) {
             continue; // import keeps this file whole
         }

@@ -53,7 +53,7 @@ fn kind(v: &Value<'_>) -> &'static str {
         Value::Number(_) => "int",
         Value::Str(_) => "string",
         Value::Array(_) => "array",
-        Value::Object(_) => "object",
+        Value::Object(_) | Value::Taken { .. } => "object",
         Value::Hole => "hole",
     }
 }

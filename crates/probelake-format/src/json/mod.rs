@@ -5,6 +5,9 @@ mod parse;
 mod pretty;
 mod render;
 
-pub use parse::{format_path, parse, parse_skeleton, Arena, Node, PathSegment, SyntaxError, Value, MAX_DEPTH};
+pub use parse::{
+    format_path, parse, parse_skeleton, parse_taking, Arena, Node, ObjectStart, PathSegment, SyntaxError, TakeObject,
+    TakenObject, Value, MAX_DEPTH,
+};
 pub use pretty::{detect_layout, write_compact, write_node, ArrayWriter, FillHole, Layout, ObjectWriter};
-pub use render::{push_f64, write_f64, write_i64, write_str};
+pub use render::{f64_is_written_as, push_f64, write_f64, write_i64, write_str};

@@ -39,6 +39,15 @@ pub enum Value<'a> {
     Object(&'a [(Cow<'a, str>, Node<'a>)]),
     /// `$`: the place of a leaf in a probelake skeleton. Only [`parse_skeleton`] produces it.
     Hole,
+    /// An object the caller read itself while it was parsed (see [`parse_taking`]): its text,
+    /// and the number the caller gave it. Only [`parse_taking`] produces it; the writers lay it
+    /// out from `text` like the object it is.
+    Taken {
+        /// The object's text in the input, braces included.
+        text: &'a str,
+        /// The caller's number for what it read.
+        index: usize,
+    },
 }
 
 impl<'a> Value<'a> {
@@ -66,7 +75,7 @@ impl<'a> Value<'a> {
             Value::Number(_) => "a number",
             Value::Str(_) => "a string",
             Value::Array(_) => "an array",
-            Value::Object(_) => "an object",
+            Value::Object(_) | Value::Taken { .. } => "an object",
             Value::Hole => "a leaf placeholder",
         }
     }
@@ -184,15 +193,73 @@ impl Arena {
 /// assert_eq!(doc.value.get("Max").unwrap().value, Value::Number("NaN"));
 /// ```
 pub fn parse<'a>(input: &'a [u8], arena: &'a Arena) -> Result<Node<'a>, SyntaxError> {
-    parse_with(input, arena, false)
+    parse_with(input, arena, false, None)
 }
 
 /// Parses a probelake skeleton: JSON in which `$` stands for a leaf stored elsewhere.
 pub fn parse_skeleton<'a>(input: &'a [u8], arena: &'a Arena) -> Result<Node<'a>, SyntaxError> {
-    parse_with(input, arena, true)
+    parse_with(input, arena, true, None)
 }
 
-fn parse_with<'a>(input: &'a [u8], arena: &'a Arena, holes: bool) -> Result<Node<'a>, SyntaxError> {
+/// Where an object starts, as [`parse_taking`] shows it to its caller.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectStart<'a, 'k> {
+    /// The whole input.
+    pub text: &'a str,
+    /// Byte offset of the object's `{`.
+    pub pos: usize,
+    /// Its nesting depth: 0 for the document itself, 1 for a value inside it, …
+    pub depth: usize,
+    /// The member name it is the value of, if it is an object member.
+    pub key: Option<&'k str>,
+}
+
+/// What the caller of [`parse_taking`] read of an object: the object's length in bytes and
+/// the number the caller gives it, kept in its [`Value::Taken`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakenObject {
+    /// The object's length in bytes, braces included.
+    pub len: usize,
+    /// The caller's number for it.
+    pub index: usize,
+}
+
+/// The caller's reader of [`parse_taking`].
+pub type TakeObject<'a, 'f> = dyn for<'k> FnMut(ObjectStart<'a, 'k>) -> Option<TakenObject> + 'f;
+
+/// [`parse`], offering each object to `take` before parsing it. Where `take` reads the object
+/// itself it answers with its length, which must end a whole JSON object (the parser goes on
+/// after it without looking inside); the document then holds a [`Value::Taken`] there instead
+/// of the object's members.
+///
+/// A caller that knows the common shape of an object can read it much faster than a general
+/// parser builds it, and declines (answers `None`) whatever else comes.
+///
+/// ```
+/// use probelake_format::json::{parse_taking, Arena, TakenObject, Value};
+/// let arena = Arena::new();
+/// let doc = parse_taking(br#"[{"a": 1}, {"b": 2}]"#, &arena, &mut |at| {
+///     at.text[at.pos..].starts_with(r#"{"a": 1}"#).then_some(TakenObject { len: 8, index: 7 })
+/// })
+/// .unwrap();
+/// let Value::Array(items) = doc.value else { panic!() };
+/// assert_eq!(items[0].value, Value::Taken { text: r#"{"a": 1}"#, index: 7 });
+/// assert!(matches!(items[1].value, Value::Object(_)));
+/// ```
+pub fn parse_taking<'a>(
+    input: &'a [u8],
+    arena: &'a Arena,
+    take: &mut TakeObject<'a, '_>,
+) -> Result<Node<'a>, SyntaxError> {
+    parse_with(input, arena, false, Some(take))
+}
+
+fn parse_with<'a>(
+    input: &'a [u8],
+    arena: &'a Arena,
+    holes: bool,
+    take: Option<&mut TakeObject<'a, '_>>,
+) -> Result<Node<'a>, SyntaxError> {
     let text = match std::str::from_utf8(input) {
         Ok(t) => t,
         Err(e) => {
@@ -202,7 +269,7 @@ fn parse_with<'a>(input: &'a [u8], arena: &'a Arena, holes: bool) -> Result<Node
             ))
         }
     };
-    let mut parser = Parser { text, bytes: input, pos: 0, holes, arena: &arena.0 };
+    let mut parser = Parser { text, bytes: input, pos: 0, holes, arena: &arena.0, take };
     let result = parser.skip_ws().and_then(|()| parser.value()).and_then(|node| {
         parser.skip_ws()?;
         if parser.pos < parser.bytes.len() {
@@ -297,15 +364,16 @@ fn plain_run(bytes: &[u8], i: usize) -> usize {
     n
 }
 
-struct Parser<'a> {
+struct Parser<'a, 't, 'f> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
     holes: bool,
     arena: &'a Bump,
+    take: Option<&'t mut TakeObject<'a, 'f>>,
 }
 
-impl<'a> Parser<'a> {
+impl<'a> Parser<'a, '_, '_> {
     fn error(&self, message: impl Into<String>) -> RawError {
         RawError { offset: self.pos, message: message.into(), path: Vec::new() }
     }
@@ -358,24 +426,28 @@ impl<'a> Parser<'a> {
                         return Err(self.error(format!("nesting deeper than {MAX_DEPTH} levels")));
                     }
                     let is_object = self.peek() == Some(b'{');
-                    self.pos += 1;
-                    self.skip_ws()?;
-                    if is_object {
-                        if self.peek() == Some(b'}') {
+                    if let Some(node) = is_object.then(|| self.taken(stack)).flatten() {
+                        node
+                    } else {
+                        self.pos += 1;
+                        self.skip_ws()?;
+                        if is_object {
+                            if self.peek() == Some(b'}') {
+                                self.pos += 1;
+                                Node { pos, value: Value::Object(&[]) }
+                            } else {
+                                let key = self.member_name()?;
+                                stack.push(Frame::Object { pos, start: scratch.members.len(), key });
+                                self.skip_ws()?;
+                                continue 'value;
+                            }
+                        } else if self.peek() == Some(b']') {
                             self.pos += 1;
-                            Node { pos, value: Value::Object(&[]) }
+                            Node { pos, value: Value::Array(&[]) }
                         } else {
-                            let key = self.member_name()?;
-                            stack.push(Frame::Object { pos, start: scratch.members.len(), key });
-                            self.skip_ws()?;
+                            stack.push(Frame::Array { pos, start: scratch.items.len() });
                             continue 'value;
                         }
-                    } else if self.peek() == Some(b']') {
-                        self.pos += 1;
-                        Node { pos, value: Value::Array(&[]) }
-                    } else {
-                        stack.push(Frame::Array { pos, start: scratch.items.len() });
-                        continue 'value;
                     }
                 }
                 Some(b'"') => Node { pos, value: Value::Str(self.string()?) },
@@ -451,6 +523,25 @@ impl<'a> Parser<'a> {
                 };
             }
         }
+    }
+
+    /// Offers the object starting here to the caller's reader; if it read it, moves past it.
+    fn taken(&mut self, stack: &[Frame<'a>]) -> Option<Node<'a>> {
+        let take = self.take.as_mut()?;
+        let key = match stack.last() {
+            Some(Frame::Object { key, .. }) => Some(key.as_ref()),
+            _ => None,
+        };
+        let pos = self.pos;
+        let taken = take(ObjectStart { text: self.text, pos, depth: stack.len(), key })?;
+        // A reader that claims bytes past the end, or a cut inside a character, is ignored
+        // rather than trusted: the parser reads the object itself.
+        let text = self.text.get(pos..pos.checked_add(taken.len)?)?;
+        if !(text.starts_with('{') && text.ends_with('}')) {
+            return None;
+        }
+        self.pos = pos + taken.len;
+        Some(Node { pos, value: Value::Taken { text, index: taken.index } })
     }
 
     fn literal(&mut self, word: &str, value: Value<'a>) -> Parsed<Value<'a>> {

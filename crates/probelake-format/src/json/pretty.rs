@@ -142,6 +142,14 @@ pub fn write_node<E>(
         Value::Number(n) => out.extend_from_slice(n.as_bytes()),
         Value::Str(s) => write_str(out, s),
         Value::Hole => hole(out, depth)?,
+        Value::Taken { text, .. } => {
+            // Laid out from its text: a reader only takes what is a whole JSON object.
+            let arena = super::parse::Arena::new();
+            match super::parse::parse(text.as_bytes(), &arena) {
+                Ok(object) => write_node(out, &object, layout, depth, hole)?,
+                Err(_) => out.extend_from_slice(text.as_bytes()),
+            }
+        }
         Value::Array(items) => {
             let mut w = ArrayWriter::begin(out, layout, depth);
             for item in items.iter() {

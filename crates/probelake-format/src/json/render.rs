@@ -121,6 +121,25 @@ pub fn push_f64(out: &mut String, v: f64) {
     for_f64_text(v, |piece| out.push_str(piece));
 }
 
+/// Whether [`write_f64`] writes `v` as exactly `text`: a cheaper way to that answer than writing
+/// it and comparing, with nothing written.
+///
+/// ```
+/// use probelake_format::json::f64_is_written_as;
+/// assert!(f64_is_written_as(1e-5, b"1e-05"));
+/// assert!(!f64_is_written_as(1.5, b"1.50"));
+/// ```
+pub fn f64_is_written_as(v: f64, text: &[u8]) -> bool {
+    let mut at = 0;
+    let mut same = true;
+    for_f64_text(v, |piece| {
+        let end = at + piece.len();
+        same = same && text.get(at..end) == Some(piece.as_bytes());
+        at = end;
+    });
+    same && at == text.len()
+}
+
 /// Python's `repr` of `v` (with JSON's names for the non-finite ones), handed to `push` in
 /// pieces.
 fn for_f64_text(v: f64, mut push: impl FnMut(&str)) {

@@ -18,7 +18,7 @@ use crate::tensor_file::{read_tensor_file, write_tensor_file};
 use super::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
 use super::construct::{render_construct, take_apart_construct};
 use super::discover::{discover, DumpDir, Overrides};
-use super::dump_file::{rebuilds_source, take_apart_source, ParsedDump};
+use super::dump_file::{parse_dump, rebuilds_source, take_apart_read, DumpDoc, ParsedDump};
 use super::in_order::map_in_order;
 use super::stack::{render_stack, take_apart_stack};
 
@@ -213,9 +213,9 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
     let path = dir.path.clone();
     let bytes = read_file(&path)?;
     let arena = Arena::new();
-    let doc = parse(&bytes, &arena).map_err(|error| FormatError::Syntax { file: path.clone(), error })?;
-    let layout = detect_layout(&bytes);
-    let parsed = take_apart_source(&doc, &bytes, dir.kind, layout).map_err(|e| e.in_file(&path))?;
+    let DumpDoc { doc, layout, read } =
+        parse_dump(&bytes, &arena, dir.kind).map_err(|error| FormatError::Syntax { file: path.clone(), error })?;
+    let parsed = take_apart_read(&doc, read, &bytes, dir.kind, layout).map_err(|e| e.in_file(&path))?;
 
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole.

@@ -53,7 +53,7 @@ pub struct LeafError {
 /// Whether `node` is a leaf: `null`, or an object with a string `type` or a `class_type`.
 pub fn is_leaf(node: &Node<'_>) -> bool {
     match &node.value {
-        Value::Null => true,
+        Value::Null | Value::Taken { .. } => true,
         Value::Object(m) => {
             m.iter().any(|(k, v)| (k == "type" && matches!(v.value, Value::Str(_))) || k == "class_type")
         }
@@ -61,7 +61,7 @@ pub fn is_leaf(node: &Node<'_>) -> bool {
     }
 }
 
-fn is_tensor_kind(kind: &str) -> bool {
+pub(super) fn is_tensor_kind(kind: &str) -> bool {
     // The common answer first: a substring search costs ~200 instructions a leaf.
     kind == "torch.Tensor" || kind.contains("Tensor") || kind == "numpy.ndarray"
 }

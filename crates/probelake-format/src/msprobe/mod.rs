@@ -15,6 +15,7 @@ mod export;
 mod import;
 mod in_order;
 mod leaf;
+mod leaf_text;
 mod name;
 mod stack;
 mod stack_frames;
@@ -26,11 +27,13 @@ pub use columns::{
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
 pub use discover::{discover, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{
-    rebuilds_source, render, take_apart, take_apart_source, DumpKind, Header, LeafRow, ParsedDump, MAX_ENTRY_NAME_BYTES,
+    parse_dump, rebuilds_source, render, take_apart, take_apart_read, take_apart_source, DumpDoc, DumpKind, Header,
+    LeafRow, ParsedDump, ReadLeaves, MAX_ENTRY_NAME_BYTES,
 };
 pub use export::{export, render_unit, ExportOptions, ExportReport};
 pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
 pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
+pub use leaf_text::read_rendered_leaf;
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
 pub use stack_frames::StackFrames;

@@ -4,7 +4,7 @@
 //! msprobe builds every cell with Python's `str()`/`repr()`, so a port has to print numbers the
 //! way CPython does (`1e-05`, `2.0`, `2e+300`), not the way Rust's `{}` does (`0.00001`, `2`).
 
-use probelake_format::json::{Node, Value};
+use probelake_format::json::{parse, Arena, Node, Value};
 
 /// A statistic or scalar value as msprobe holds it after reading the dump (a Python object).
 #[derive(Debug, Clone, PartialEq)]
@@ -273,6 +273,11 @@ pub(crate) fn py_str_node(node: &Node<'_>) -> String {
                 members.iter().map(|(k, v)| format!("{}: {}", py_repr_str(k), py_repr_node(v))).collect();
             format!("{{{}}}", inner.join(", "))
         }
+        // Only `parse_taking` makes one; read as the object it is.
+        Value::Taken { text, .. } => {
+            let arena = Arena::new();
+            parse(text.as_bytes(), &arena).map(|object| py_str_node(&object)).unwrap_or_default()
+        }
     }
 }
 
@@ -287,7 +292,7 @@ pub(crate) fn py_type_name(node: Option<&Node<'_>>) -> &'static str {
         },
         Some(Value::Str(_)) => "<class 'str'>",
         Some(Value::Array(_)) => "<class 'list'>",
-        Some(Value::Object(_)) => "<class 'dict'>",
+        Some(Value::Object(_) | Value::Taken { .. }) => "<class 'dict'>",
     }
 }
 

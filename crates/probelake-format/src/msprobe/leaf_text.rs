@@ -1,0 +1,508 @@
+//! Reading a leaf straight from its text where that text is exactly what [`Leaf::render`]
+//! writes, as nearly every leaf msprobe writes is.
+//!
+//! The general way to a leaf's columns parses the object into a tree, takes the columns from
+//! the tree, then renders them and compares the result with the file to learn whether the
+//! leaf needs `raw` ([`Leaf::from_source`]): about 10,000 instructions a leaf, two fifths of an
+//! import's. Reading the text in the order `render` would write it does all three at once:
+//! each piece of the layout is compared as it is met, each value taken as it is passed, and
+//! anything `render` would not have written (another layout or key order, an escape, an integer
+//! statistic, a `class_type` record) declines, leaving the leaf to the general way. So a leaf
+//! read here is, by construction, one whose columns render to its text: the same columns, and
+//! no `raw`, that the general way gives.
+
+use std::borrow::Cow;
+
+use crate::json::{f64_is_written_as, Layout};
+
+use super::leaf::{is_tensor_kind, parse_number, Leaf};
+
+/// Reads the leaf whose text starts at `text[pos]` if that text is exactly [`Leaf::render`]'s
+/// for it at `depth` in `layout`; returns the leaf and the text's length, or `None` for any
+/// other text, which the caller then parses the general way.
+///
+/// ```
+/// use probelake_format::json::Layout;
+/// use probelake_format::msprobe::read_rendered_leaf;
+/// let text = r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.5, "Min": -1.0, "Mean": 0.25, "Norm": 2.0, "requires_grad": false}"#;
+/// let (leaf, len) = read_rendered_leaf(text, 0, Layout { indent: None }, 3).unwrap();
+/// assert_eq!((leaf.stats[0], leaf.shape, len), (Some(1.5), Some(vec![2]), text.len()));
+/// // `1.50` is not how msprobe writes 1.5: that leaf keeps its text in `raw`, the general way.
+/// assert!(read_rendered_leaf(&text.replace("1.5", "1.50"), 0, Layout { indent: None }, 3).is_none());
+/// ```
+pub fn read_rendered_leaf(text: &str, pos: usize, layout: Layout, depth: usize) -> Option<(Leaf<'_>, usize)> {
+    let mut reader = Reader { text, bytes: text.as_bytes(), at: pos, layout };
+    let leaf = reader.leaf(depth)?;
+    Some((leaf, reader.at - pos))
+}
+
+/// The member names of a leaf, quoted as they appear in the text.
+const VALUE: &[u8] = b"\"value\"";
+const DTYPE: &[u8] = b"\"dtype\"";
+const SHAPE: &[u8] = b"\"shape\"";
+const MD5: &[u8] = b"\"md5\"";
+const STATS: [&[u8]; 4] = [b"\"Max\"", b"\"Min\"", b"\"Mean\"", b"\"Norm\""];
+const REQUIRES_GRAD: &[u8] = b"\"requires_grad\"";
+const DATA_NAME: &[u8] = b"\"data_name\"";
+
+/// A cursor over the text that moves only past what it expected to find.
+struct Reader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    layout: Layout,
+}
+
+impl<'a> Reader<'a> {
+    /// The leaf, in the member order of [`Leaf::render`].
+    fn leaf(&mut self, depth: usize) -> Option<Leaf<'a>> {
+        self.byte(b'{')?;
+        self.newline(depth + 1)?;
+        self.literal(b"\"type\": ")?;
+        let kind = self.string()?;
+        let mut leaf = Leaf { kind: Some(Cow::Borrowed(kind)), ..Leaf::default() };
+        let mut key = self.next_key(depth)?;
+        if key == Some(VALUE) {
+            // A tensor's `value` is not a column: `render` would not write it.
+            if is_tensor_kind(kind) {
+                return None;
+            }
+            leaf.value = Some(Cow::Borrowed(self.scalar()?));
+            return self.next_key(depth)?.is_none().then_some(leaf);
+        }
+        if key == Some(DTYPE) {
+            leaf.dtype = Some(Cow::Borrowed(self.string()?));
+            key = self.next_key(depth)?;
+        }
+        if key == Some(SHAPE) {
+            leaf.shape = Some(self.dims(depth + 1)?);
+            key = self.next_key(depth)?;
+        }
+        // Without either, `render` writes the `value` form.
+        if leaf.dtype.is_none() && leaf.shape.is_none() {
+            return None;
+        }
+        // xor mode's checksum stands where the statistics would.
+        let xor = key == Some(MD5);
+        if xor {
+            let md5 = self.string()?;
+            if !md5.starts_with("0x") {
+                return None;
+            }
+            leaf.md5 = Some(Cow::Borrowed(md5));
+            key = self.next_key(depth)?;
+        } else {
+            for (slot, name) in STATS.into_iter().enumerate() {
+                if key != Some(name) {
+                    return None;
+                }
+                leaf.stats[slot] = self.statistic()?;
+                key = self.next_key(depth)?;
+            }
+        }
+        if key == Some(REQUIRES_GRAD) {
+            leaf.requires_grad = Some(self.boolean()?);
+            key = self.next_key(depth)?;
+        }
+        if key == Some(DATA_NAME) {
+            leaf.data_name = Some(Cow::Borrowed(self.string()?));
+            key = self.next_key(depth)?;
+        }
+        if !xor && key == Some(MD5) {
+            let md5 = self.string()?;
+            // `render` would move it where the statistics are.
+            if md5.starts_with("0x") {
+                return None;
+            }
+            leaf.md5 = Some(Cow::Borrowed(md5));
+            key = self.next_key(depth)?;
+        }
+        key.is_none().then_some(leaf)
+    }
+
+    /// After a member of the leaf at `depth`: the next member's quoted name, past its `": "`,
+    /// or `None` past the leaf's closing brace.
+    fn next_key(&mut self, depth: usize) -> Option<Option<&'a [u8]>> {
+        if self.bytes.get(self.at) != Some(&b',') {
+            self.newline(depth)?;
+            self.byte(b'}')?;
+            return Some(None);
+        }
+        self.separator(depth + 1)?;
+        let start = self.at;
+        self.byte(b'"')?;
+        let close = self.bytes.get(self.at..)?.iter().position(|&b| b == b'"')?;
+        self.at += close + 1;
+        let key = &self.bytes[start..self.at];
+        self.literal(b": ")?;
+        Some(Some(key))
+    }
+
+    fn byte(&mut self, want: u8) -> Option<()> {
+        (self.bytes.get(self.at) == Some(&want)).then(|| self.at += 1)
+    }
+
+    fn literal(&mut self, want: &[u8]) -> Option<()> {
+        let end = self.at.checked_add(want.len())?;
+        (self.bytes.get(self.at..end) == Some(want)).then(|| self.at = end)
+    }
+
+    /// What [`Layout::newline`] writes at `depth`.
+    fn newline(&mut self, depth: usize) -> Option<()> {
+        let Some(indent) = self.layout.indent else { return Some(()) };
+        self.byte(b'\n')?;
+        let mut spaces = usize::from(indent).checked_mul(depth)?;
+        const SPACES: &[u8; 32] = b"                                ";
+        while spaces > 0 {
+            let now = spaces.min(SPACES.len());
+            self.literal(&SPACES[..now])?;
+            spaces -= now;
+        }
+        Some(())
+    }
+
+    /// What [`Layout::separator`] writes at `depth`.
+    fn separator(&mut self, depth: usize) -> Option<()> {
+        self.byte(b',')?;
+        match self.layout.indent {
+            Some(_) => self.newline(depth),
+            None => self.byte(b' '),
+        }
+    }
+
+    /// A string that [`write_str`](crate::json::write_str) writes as it is: printable ASCII
+    /// without quotes or backslashes. Anything else has an escape in its rendering.
+    fn string(&mut self) -> Option<&'a str> {
+        self.byte(b'"')?;
+        let start = self.at;
+        let len =
+            self.bytes.get(start..)?.iter().position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')?;
+        self.at = start + len;
+        self.byte(b'"')?;
+        self.text.get(start..start + len)
+    }
+
+    /// A statistic: `null`, or a number written as [`write_f64`](crate::json::write_f64)
+    /// writes the value it parses to (so not `5` for 5.0, nor `1.50`).
+    fn statistic(&mut self) -> Option<Option<f64>> {
+        if self.literal(b"null").is_some() {
+            return Some(None);
+        }
+        let token =
+            self.token(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' | b'a'..=b'z' | b'A'..=b'Z'))?;
+        let value = parse_number(token);
+        f64_is_written_as(value, token.as_bytes()).then_some(Some(value))
+    }
+
+    /// A shape: integers written without a sign or leading zeros that `render` would not write.
+    fn dims(&mut self, depth: usize) -> Option<Vec<i64>> {
+        self.byte(b'[')?;
+        let mut dims = Vec::new();
+        if self.byte(b']').is_some() {
+            return Some(dims);
+        }
+        loop {
+            if dims.is_empty() {
+                self.newline(depth + 1)?;
+            } else {
+                self.separator(depth + 1)?;
+            }
+            let token = self.token(|b| b.is_ascii_digit() || b == b'-')?;
+            let digits = token.strip_prefix('-').unwrap_or(token);
+            let canonical = match digits.as_bytes() {
+                [b'0'] => digits.len() == token.len(),
+                [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+                _ => false,
+            };
+            if !canonical {
+                return None;
+            }
+            dims.push(token.parse().ok()?);
+            if self.bytes.get(self.at) != Some(&b',') {
+                self.newline(depth)?;
+                self.byte(b']')?;
+                return Some(dims);
+            }
+        }
+    }
+
+    fn boolean(&mut self) -> Option<bool> {
+        if self.literal(b"true").is_some() {
+            Some(true)
+        } else {
+            self.literal(b"false").map(|()| false)
+        }
+    }
+
+    /// A scalar's `value` that is one token: a number, a plain string, `true`, `false` or
+    /// `null`, as its one-line text (what the general way stores). Arrays and objects decline.
+    fn scalar(&mut self) -> Option<&'a str> {
+        let start = self.at;
+        match self.bytes.get(start)? {
+            b'"' => {
+                self.string()?;
+            }
+            b't' | b'f' => {
+                self.boolean()?;
+            }
+            b'n' => self.literal(b"null")?,
+            _ => {
+                let token = self.token(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))?;
+                if !is_json_number(token.as_bytes()) {
+                    return None;
+                }
+            }
+        }
+        self.text.get(start..self.at)
+    }
+
+    /// The run of bytes from here that `part` accepts; at least one.
+    fn token(&mut self, part: impl Fn(u8) -> bool) -> Option<&'a str> {
+        let start = self.at;
+        let len = self.bytes.get(start..)?.iter().position(|&b| !part(b)).unwrap_or(self.bytes.len() - start);
+        if len == 0 {
+            return None;
+        }
+        self.at = start + len;
+        self.text.get(start..self.at)
+    }
+}
+
+/// Whether `token` is a number by JSON's grammar (`-? int frac? exp?`); the non-finite names
+/// of msprobe's dialect are not, here: a scalar holding one is left to the general way.
+fn is_json_number(token: &[u8]) -> bool {
+    fn digits(t: &[u8]) -> usize {
+        t.iter().take_while(|b| b.is_ascii_digit()).count()
+    }
+    let mut rest = token.strip_prefix(b"-").unwrap_or(token);
+    match rest.first() {
+        Some(b'0') => rest = &rest[1..],
+        Some(b'1'..=b'9') => rest = &rest[digits(rest)..],
+        _ => return false,
+    }
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let n = digits(fraction);
+        if n == 0 {
+            return false;
+        }
+        rest = &fraction[n..];
+    }
+    if let Some(exponent) = rest.strip_prefix(b"e").or_else(|| rest.strip_prefix(b"E")) {
+        let exponent = exponent.strip_prefix(b"+").or_else(|| exponent.strip_prefix(b"-")).unwrap_or(exponent);
+        let n = digits(exponent);
+        if n == 0 {
+            return false;
+        }
+        rest = &exponent[n..];
+    }
+    rest.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::{parse, Arena};
+    use crate::msprobe::leaf::LeafSource;
+
+    const LAYOUTS: [Layout; 4] =
+        [Layout { indent: None }, Layout { indent: Some(1) }, Layout { indent: Some(2) }, Layout { indent: Some(4) }];
+
+    /// Leaves of every form `render` writes, with values at the edges of each column.
+    fn leaves() -> Vec<Leaf<'static>> {
+        let tensor = |dtype: &'static str, shape: Vec<i64>, stats: [Option<f64>; 4]| Leaf {
+            kind: Some("torch.Tensor".into()),
+            dtype: Some(dtype.into()),
+            shape: Some(shape),
+            stats,
+            requires_grad: Some(true),
+            ..Leaf::default()
+        };
+        let scalar = |kind: &'static str, value: &'static str| Leaf {
+            kind: Some(kind.into()),
+            value: Some(value.into()),
+            ..Leaf::default()
+        };
+        let mut out = vec![
+            tensor("torch.float32", vec![2, 3], [Some(1.5), Some(-2.0), Some(0.1234000027179718), Some(3.0)]),
+            tensor("torch.bfloat16", vec![], [Some(1e-5), Some(-0.0), Some(5e-324), Some(1.7976931348623157e308)]),
+            tensor(
+                "torch.float16",
+                vec![0, -1, i64::MAX, i64::MIN],
+                [Some(f64::NAN), Some(f64::INFINITY), Some(f64::NEG_INFINITY), None],
+            ),
+            tensor("torch.int64", vec![1], [None, None, None, None]),
+            tensor("torch.float32", vec![4096, 1], [Some(1e16), Some(1e-4), Some(123456789.0), Some(0.00009999)]),
+            scalar("int", "3"),
+            scalar("float", "-1.5e-07"),
+            scalar("bool", "true"),
+            scalar("NoneType", "null"),
+            scalar("str", "\"npu:0\""),
+            scalar("slice", "0"),
+        ];
+        let mut md5 = tensor("torch.float32", vec![8], [Some(1.0), Some(0.0), Some(0.5), Some(2.0)]);
+        md5.md5 = Some("0a1b2c3d".into());
+        md5.data_name = Some("Functional.linear.0.forward.input.0.pt".into());
+        out.push(md5.clone());
+        md5.requires_grad = None;
+        out.push(md5.clone());
+        let mut xor = md5;
+        xor.stats = [None; 4];
+        xor.md5 = Some("0x1f2e3d4c5b6a7988".into());
+        out.push(xor.clone());
+        xor.dtype = None;
+        out.push(xor);
+        let mut only_dtype = tensor("torch.float32", vec![], [Some(2.0); 4]);
+        only_dtype.shape = None;
+        out.push(only_dtype);
+        out
+    }
+
+    fn rendered(leaf: &Leaf<'_>, layout: Layout, depth: usize) -> String {
+        let mut out = Vec::new();
+        leaf.render(&mut out, layout, depth);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// What the general way makes of `text` (a leaf's text alone) at `depth`.
+    fn general(text: &str, layout: Layout, depth: usize) -> Option<(Leaf<'static>, Option<usize>)> {
+        let arena = Arena::new();
+        let node = parse(text.as_bytes(), &arena).ok()?;
+        let source = LeafSource { bytes: text.as_bytes(), layout, depth };
+        let (leaf, exact) = Leaf::from_source(&node, &mut Default::default(), source).ok()?;
+        Some((owned(&leaf), exact))
+    }
+
+    fn owned(leaf: &Leaf<'_>) -> Leaf<'static> {
+        let own = |c: &Option<Cow<'_, str>>| c.as_deref().map(|s| Cow::Owned(s.to_string()));
+        Leaf {
+            kind: own(&leaf.kind),
+            dtype: own(&leaf.dtype),
+            shape: leaf.shape.clone(),
+            stats: leaf.stats,
+            requires_grad: leaf.requires_grad,
+            md5: own(&leaf.md5),
+            data_name: own(&leaf.data_name),
+            value: own(&leaf.value),
+            raw: own(&leaf.raw),
+        }
+    }
+
+    /// Equal, NaN statistics included.
+    fn same(a: &Leaf<'_>, b: &Leaf<'_>) -> bool {
+        let bits = |l: &Leaf<'_>| l.stats.map(|s| s.map(f64::to_bits));
+        Leaf { stats: [None; 4], ..owned(a) } == Leaf { stats: [None; 4], ..owned(b) } && bits(a) == bits(b)
+    }
+
+    #[test]
+    fn every_form_render_writes_is_read_back_from_anywhere_in_a_text() {
+        for leaf in leaves() {
+            for layout in LAYOUTS {
+                for depth in [2, 3, 6] {
+                    let text = rendered(&leaf, layout, depth);
+                    let padded = format!("[ {text},\n 1]");
+                    let (read, len) = read_rendered_leaf(&padded, 2, layout, depth)
+                        .unwrap_or_else(|| panic!("not read at depth {depth}, {layout:?}:\n{text}"));
+                    assert!(same(&read, &leaf), "{text}\n{read:?}");
+                    assert_eq!(len, text.len(), "{text}");
+                    // The general way agrees: same columns, and the text is exactly theirs.
+                    let (general, exact) = general(&text, layout, depth).unwrap();
+                    assert!(same(&general, &read) && exact == Some(len), "{text}");
+                }
+            }
+        }
+    }
+
+    /// Every text one edit away from a rendered leaf: the reader either declines it or reads
+    /// exactly what the general way reads, with the text exactly the columns' rendering.
+    #[test]
+    fn what_it_reads_the_general_way_reads_too() {
+        let mut accepted = 0;
+        let mut declined = 0;
+        for leaf in leaves() {
+            for layout in LAYOUTS {
+                let depth = 3;
+                let text = rendered(&leaf, layout, depth);
+                let bytes = text.as_bytes();
+                let mut variants: Vec<Vec<u8>> = Vec::new();
+                for i in 0..bytes.len() {
+                    variants.push([&bytes[..i], &bytes[i + 1..]].concat());
+                    for b in [b' ', b'\n', b'0', b'5', b'"', b',', b'e', b'-', b'.', b'\\'] {
+                        variants.push([&bytes[..i], &[b][..], &bytes[i..]].concat());
+                        let mut v = bytes.to_vec();
+                        v[i] = b;
+                        variants.push(v);
+                    }
+                }
+                for v in variants {
+                    let Ok(v) = String::from_utf8(v) else { continue };
+                    let read = read_rendered_leaf(&v, 0, layout, depth);
+                    let general = general(&v, layout, depth);
+                    match read {
+                        Some((read, len)) => {
+                            accepted += 1;
+                            let (general, exact) = general.unwrap_or_else(|| panic!("read, but not JSON:\n{v}"));
+                            assert!(same(&read, &general), "{v}\n{read:?}\n{general:?}");
+                            // Read text is the leaf's rendering; the general way must agree
+                            // when the leaf is all there is (a shorter read leaves bytes over).
+                            if len == v.len() {
+                                assert_eq!(exact, Some(len), "{v}");
+                            } else {
+                                assert!(parse(&v.as_bytes()[..len], &Arena::new()).is_ok(), "{v}");
+                            }
+                        }
+                        None => declined += 1,
+                    }
+                }
+            }
+        }
+        // Both answers were exercised: many edits leave a text render writes (a digit for a
+        // digit), most do not.
+        assert!(accepted > 1000 && declined > accepted, "{accepted} read, {declined} declined");
+    }
+
+    #[test]
+    fn declines_what_render_would_not_write() {
+        let layout = Layout { indent: Some(1) };
+        // At depth 3: members indented by 4 spaces, shape items by 5.
+        let good = rendered(&leaves()[0], layout, 3);
+        assert!(read_rendered_leaf(&good, 0, layout, 3).is_some());
+        for (from, to) in [
+            ("\"Max\": 1.5", "\"Max\": 1.50"),                             // not repr's spelling
+            ("\"Min\": -2.0", "\"Min\": -2"),                              // an integer statistic
+            ("\"Max\": 1.5", "\"Max\": true"),                             // a boolean statistic
+            ("torch.float32", "torch.float\\u0033"),                       // an escape
+            ("torch.float32", "torch.floät"),                              // non-ASCII, which json.dump escapes
+            ("\"type\"", "\"class_type\""),                                // a P2POp-like record
+            ("\"requires_grad\": true", "\"requires_grad\": 1"),           // not a boolean
+            ("     2,", "     02,"),                                       // a shape with a leading zero
+            ("\n    \"Max\"", "\n     \"Max\""),                           // one space too many
+            ("\"dtype\": \"torch.float32\",\n    \"shape\"", "\"shape\""), // dtype left out: fine
+        ] {
+            let bad = good.replacen(from, to, 1);
+            assert_ne!(bad, good, "{from}");
+            let read = read_rendered_leaf(&bad, 0, layout, 3);
+            // Without a dtype a tensor still renders as it reads; every other edit declines.
+            assert_eq!(read.is_some(), from.starts_with("\"dtype\""), "{bad}");
+        }
+        // At another depth the same text is not render's.
+        assert!(read_rendered_leaf(&good, 0, layout, 2).is_none());
+        // Keys in another order.
+        let swapped = good.replacen(
+            "\"type\": \"torch.Tensor\",\n    \"dtype\": \"torch.float32\"",
+            "\"dtype\": \"torch.float32\",\n    \"type\": \"torch.Tensor\"",
+            1,
+        );
+        assert_ne!(swapped, good);
+        assert!(read_rendered_leaf(&swapped, 0, layout, 3).is_none());
+    }
+
+    #[test]
+    fn json_numbers_by_the_grammar() {
+        for good in ["0", "-0", "12", "1.5", "-0.25e+10", "3E7", "1e-05"] {
+            assert!(is_json_number(good.as_bytes()), "{good}");
+        }
+        for bad in ["", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1.5.2", "--1", "0x10"] {
+            assert!(!is_json_number(bad.as_bytes()), "{bad}");
+        }
+    }
+}
