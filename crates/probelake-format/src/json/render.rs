@@ -448,9 +448,17 @@ impl std::fmt::Write for StackBuf {
 
 /// Appends an integer in decimal.
 pub fn write_i64(out: &mut Vec<u8>, v: i64) {
-    let mut buf = [0u8; 20];
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(decimal(v.unsigned_abs(), &mut [0; 20]).as_bytes());
+}
+
+/// `v` in decimal, written into the end of `buf` (without `core::fmt`, which costs ~200
+/// instructions a number).
+pub(crate) fn decimal(v: u64, buf: &mut [u8; 20]) -> &str {
     let mut at = buf.len();
-    let mut rest = v.unsigned_abs();
+    let mut rest = v;
     loop {
         at -= 1;
         buf[at] = b'0' + (rest % 10) as u8;
@@ -459,10 +467,7 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
             break;
         }
     }
-    if v < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&buf[at..]);
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 #[cfg(test)]

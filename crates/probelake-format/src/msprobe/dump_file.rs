@@ -500,8 +500,7 @@ impl<'a> Walk<'_, 'a> {
 }
 
 fn push_index(out: &mut String, i: usize) {
-    use std::fmt::Write as _;
-    let _ = write!(out, "{i}");
+    out.push_str(crate::json::decimal(i as u64, &mut [0; 20]));
 }
 
 /// Lays out a dump file from its skeleton and its leaves (in file order).
@@ -791,6 +790,15 @@ mod tests {
         // Integer statistics, `class_type` records and container values are left to the
         // general way; the rest, most of every file, is read straight.
         assert!(read * 10 > leaves * 8, "{read} of {leaves} leaves read straight from {} files", files.len());
+    }
+
+    #[test]
+    fn indexes_are_written_in_decimal() {
+        for i in [0, 7, 10, 99, 100, 12345, usize::MAX] {
+            let mut out = String::from("x.");
+            push_index(&mut out, i);
+            assert_eq!(out, format!("x.{i}"));
+        }
     }
 
     #[test]
