@@ -10,5 +10,5 @@ pub use parse::{
     TakenObject, Value, MAX_DEPTH,
 };
 pub use pretty::{detect_layout, write_compact, write_node, ArrayWriter, FillHole, Layout, ObjectWriter};
-pub use render::{f64_is_written_as, push_f64, write_f64, write_i64, write_str};
 pub(crate) use render::decimal;
+pub use render::{f64_is_written_as, push_f64, write_f64, write_i64, write_str};

@@ -13,7 +13,7 @@ use crate::json::{
 };
 
 use super::leaf::{is_leaf, Leaf, LeafSource};
-use super::leaf_text::read_rendered_leaf;
+use super::leaf_text::LeafReader;
 use super::name::{is_parameters_grad, parse_entry_name, EntryName};
 use crate::error::FormatError as CodecError;
 
@@ -129,7 +129,7 @@ struct ReadLeaf<'a> {
 
 /// Parses a dump.json or debug.json, reading every leaf whose text is exactly
 /// [`Leaf::render`]'s straight into columns on the way (the bulk of an import's work
-/// otherwise: see [`read_rendered_leaf`]). [`take_apart_read`] takes the result apart to the
+/// otherwise: see [`LeafReader`]). [`take_apart_read`] takes the result apart to the
 /// same rows as [`take_apart_source`] takes a plainly [`parse`](crate::json::parse)d document.
 pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Result<DumpDoc<'a>, SyntaxError> {
     let layout = detect_layout(bytes);
@@ -140,6 +140,7 @@ pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Resu
         DumpKind::Debug => ENTRY_DEPTH,
     };
     let mut read = Vec::new();
+    let mut reader = LeafReader::new(layout);
     let doc = parse_taking(bytes, arena, &mut |at: ObjectStart<'a, '_>| {
         // A `tensor` member may be a `class_type` record's tensor, which `Leaf::from_node`
         // looks into; and a shape one level below the parser's depth limit is that limit's
@@ -147,7 +148,7 @@ pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Resu
         if at.depth < first || at.depth + 1 >= MAX_DEPTH || at.key == Some("tensor") {
             return None;
         }
-        let (leaf, len) = read_rendered_leaf(at.text, at.pos, layout, at.depth)?;
+        let (leaf, len) = reader.read(at.text, at.pos, at.depth)?;
         read.push(ReadLeaf { leaf, len, depth: at.depth });
         Some(TakenObject { len, index: read.len() - 1 })
     })?;

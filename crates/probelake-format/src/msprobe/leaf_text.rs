@@ -17,125 +17,203 @@ use crate::json::{f64_is_written_as, Layout};
 
 use super::leaf::{is_tensor_kind, parse_number, Leaf};
 
-/// Reads the leaf whose text starts at `text[pos]` if that text is exactly [`Leaf::render`]'s
-/// for it at `depth` in `layout`; returns the leaf and the text's length, or `None` for any
+/// Reads leaves whose text is exactly [`Leaf::render`]'s in one layout, and declines every
 /// other text, which the caller then parses the general way.
+///
+/// It remembers, per depth, the text `render` puts between a leaf's values (`,`, the line
+/// break and indentation, the member name), so reading a leaf is a few comparisons of such
+/// pieces and a pass over each value.
 ///
 /// ```
 /// use probelake_format::json::Layout;
-/// use probelake_format::msprobe::read_rendered_leaf;
+/// use probelake_format::msprobe::LeafReader;
 /// let text = r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.5, "Min": -1.0, "Mean": 0.25, "Norm": 2.0, "requires_grad": false}"#;
-/// let (leaf, len) = read_rendered_leaf(text, 0, Layout { indent: None }, 3).unwrap();
+/// let mut reader = LeafReader::new(Layout { indent: None });
+/// let (leaf, len) = reader.read(text, 0, 3).unwrap();
 /// assert_eq!((leaf.stats[0], leaf.shape, len), (Some(1.5), Some(vec![2]), text.len()));
 /// // `1.50` is not how msprobe writes 1.5: that leaf keeps its text in `raw`, the general way.
-/// assert!(read_rendered_leaf(&text.replace("1.5", "1.50"), 0, Layout { indent: None }, 3).is_none());
+/// assert!(reader.read(&text.replace("1.5", "1.50"), 0, 3).is_none());
 /// ```
-pub fn read_rendered_leaf(text: &str, pos: usize, layout: Layout, depth: usize) -> Option<(Leaf<'_>, usize)> {
-    let mut reader = Reader { text, bytes: text.as_bytes(), at: pos, layout };
-    let leaf = reader.leaf(depth)?;
-    Some((leaf, reader.at - pos))
+#[derive(Debug)]
+pub struct LeafReader {
+    layout: Layout,
+    /// By depth, made when a leaf at that depth is first read.
+    frames: Vec<Option<Frames>>,
 }
 
-/// The member names of a leaf, quoted as they appear in the text.
-const VALUE: &[u8] = b"\"value\"";
-const DTYPE: &[u8] = b"\"dtype\"";
-const SHAPE: &[u8] = b"\"shape\"";
-const MD5: &[u8] = b"\"md5\"";
-const STATS: [&[u8]; 4] = [b"\"Max\"", b"\"Min\"", b"\"Mean\"", b"\"Norm\""];
-const REQUIRES_GRAD: &[u8] = b"\"requires_grad\"";
-const DATA_NAME: &[u8] = b"\"data_name\"";
+impl LeafReader {
+    /// A reader of leaves laid out in `layout`.
+    pub fn new(layout: Layout) -> Self {
+        LeafReader { layout, frames: Vec::new() }
+    }
+
+    /// Reads the leaf whose text starts at `text[pos]` if that text is exactly
+    /// [`Leaf::render`]'s for it at `depth`; returns the leaf and the text's length.
+    pub fn read<'a>(&mut self, text: &'a str, pos: usize, depth: usize) -> Option<(Leaf<'a>, usize)> {
+        if self.frames.len() <= depth {
+            self.frames.resize_with(depth + 1, || None);
+        }
+        let layout = self.layout;
+        let frames = self.frames[depth].get_or_insert_with(|| Frames::new(layout, depth));
+        let mut reader = Reader { text, bytes: text.as_bytes(), at: pos, frames };
+        let leaf = reader.leaf()?;
+        Some((leaf, reader.at - pos))
+    }
+}
+
+/// The members of a leaf, in the order [`Leaf::render`] writes them (statistics in a row).
+#[derive(Debug, Clone, Copy)]
+enum Member {
+    Value,
+    Dtype,
+    Shape,
+    Md5,
+    Max,
+    Min,
+    Mean,
+    Norm,
+    RequiresGrad,
+    DataName,
+}
+
+const MEMBERS: [(Member, &[u8]); 10] = [
+    (Member::Value, b"\"value\": "),
+    (Member::Dtype, b"\"dtype\": "),
+    (Member::Shape, b"\"shape\": "),
+    (Member::Md5, b"\"md5\": "),
+    (Member::Max, b"\"Max\": "),
+    (Member::Min, b"\"Min\": "),
+    (Member::Mean, b"\"Mean\": "),
+    (Member::Norm, b"\"Norm\": "),
+    (Member::RequiresGrad, b"\"requires_grad\": "),
+    (Member::DataName, b"\"data_name\": "),
+];
+
+/// What [`Leaf::render`] writes around the values of a leaf at one depth, piece by piece, made
+/// with the same [`Layout`] calls it makes.
+#[derive(Debug)]
+struct Frames {
+    /// `{`, the first line break, `"type": `.
+    open: Vec<u8>,
+    /// For each of [`MEMBERS`]: `,`, the line break, the quoted name and `: `.
+    members: [Vec<u8>; MEMBERS.len()],
+    /// The last line break and `}`.
+    close: Vec<u8>,
+    /// A shape's `[` and first line break, the break between its items, and its last break
+    /// and `]`.
+    dims_open: Vec<u8>,
+    dims_separator: Vec<u8>,
+    dims_close: Vec<u8>,
+}
+
+impl Frames {
+    fn new(layout: Layout, depth: usize) -> Self {
+        let piece = |write: &dyn Fn(&mut Vec<u8>)| {
+            let mut out = Vec::new();
+            write(&mut out);
+            out
+        };
+        Frames {
+            open: piece(&|out| {
+                out.push(b'{');
+                layout.newline(out, depth + 1);
+                out.extend_from_slice(b"\"type\": ");
+            }),
+            members: MEMBERS.map(|(_, name)| {
+                piece(&|out| {
+                    layout.separator(out, depth + 1);
+                    out.extend_from_slice(name);
+                })
+            }),
+            close: piece(&|out| {
+                layout.newline(out, depth);
+                out.push(b'}');
+            }),
+            dims_open: piece(&|out| {
+                out.push(b'[');
+                layout.newline(out, depth + 2);
+            }),
+            dims_separator: piece(&|out| layout.separator(out, depth + 2)),
+            dims_close: piece(&|out| {
+                layout.newline(out, depth + 1);
+                out.push(b']');
+            }),
+        }
+    }
+}
 
 /// A cursor over the text that moves only past what it expected to find.
-struct Reader<'a> {
+struct Reader<'a, 'f> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
-    layout: Layout,
+    frames: &'f Frames,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> Reader<'a, '_> {
     /// The leaf, in the member order of [`Leaf::render`].
-    fn leaf(&mut self, depth: usize) -> Option<Leaf<'a>> {
-        self.byte(b'{')?;
-        self.newline(depth + 1)?;
-        self.literal(b"\"type\": ")?;
+    fn leaf(&mut self) -> Option<Leaf<'a>> {
+        let frames = self.frames;
+        self.literal(&frames.open)?;
         let kind = self.string()?;
         let mut leaf = Leaf { kind: Some(Cow::Borrowed(kind)), ..Leaf::default() };
-        let mut key = self.next_key(depth)?;
-        if key == Some(VALUE) {
+        if self.member(Member::Value) {
             // A tensor's `value` is not a column: `render` would not write it.
             if is_tensor_kind(kind) {
                 return None;
             }
             leaf.value = Some(Cow::Borrowed(self.scalar()?));
-            return self.next_key(depth)?.is_none().then_some(leaf);
+            self.literal(&frames.close)?;
+            return Some(leaf);
         }
-        if key == Some(DTYPE) {
+        if self.member(Member::Dtype) {
             leaf.dtype = Some(Cow::Borrowed(self.string()?));
-            key = self.next_key(depth)?;
         }
-        if key == Some(SHAPE) {
-            leaf.shape = Some(self.dims(depth + 1)?);
-            key = self.next_key(depth)?;
+        if self.member(Member::Shape) {
+            leaf.shape = Some(self.dims()?);
         }
         // Without either, `render` writes the `value` form.
         if leaf.dtype.is_none() && leaf.shape.is_none() {
             return None;
         }
         // xor mode's checksum stands where the statistics would.
-        let xor = key == Some(MD5);
+        let xor = self.member(Member::Md5);
         if xor {
             let md5 = self.string()?;
             if !md5.starts_with("0x") {
                 return None;
             }
             leaf.md5 = Some(Cow::Borrowed(md5));
-            key = self.next_key(depth)?;
         } else {
-            for (slot, name) in STATS.into_iter().enumerate() {
-                if key != Some(name) {
+            for (slot, member) in [Member::Max, Member::Min, Member::Mean, Member::Norm].into_iter().enumerate() {
+                if !self.member(member) {
                     return None;
                 }
                 leaf.stats[slot] = self.statistic()?;
-                key = self.next_key(depth)?;
             }
         }
-        if key == Some(REQUIRES_GRAD) {
+        if self.member(Member::RequiresGrad) {
             leaf.requires_grad = Some(self.boolean()?);
-            key = self.next_key(depth)?;
         }
-        if key == Some(DATA_NAME) {
+        if self.member(Member::DataName) {
             leaf.data_name = Some(Cow::Borrowed(self.string()?));
-            key = self.next_key(depth)?;
         }
-        if !xor && key == Some(MD5) {
+        if !xor && self.member(Member::Md5) {
             let md5 = self.string()?;
             // `render` would move it where the statistics are.
             if md5.starts_with("0x") {
                 return None;
             }
             leaf.md5 = Some(Cow::Borrowed(md5));
-            key = self.next_key(depth)?;
         }
-        key.is_none().then_some(leaf)
+        self.literal(&frames.close)?;
+        Some(leaf)
     }
 
-    /// After a member of the leaf at `depth`: the next member's quoted name, past its `": "`,
-    /// or `None` past the leaf's closing brace.
-    fn next_key(&mut self, depth: usize) -> Option<Option<&'a [u8]>> {
-        if self.bytes.get(self.at) != Some(&b',') {
-            self.newline(depth)?;
-            self.byte(b'}')?;
-            return Some(None);
-        }
-        self.separator(depth + 1)?;
-        let start = self.at;
-        self.byte(b'"')?;
-        let close = self.bytes.get(self.at..)?.iter().position(|&b| b == b'"')?;
-        self.at += close + 1;
-        let key = &self.bytes[start..self.at];
-        self.literal(b": ")?;
-        Some(Some(key))
+    /// Whether `member` comes next; if so, moves past its name.
+    fn member(&mut self, member: Member) -> bool {
+        let frames = self.frames;
+        self.literal(&frames.members[member as usize]).is_some()
     }
 
     fn byte(&mut self, want: u8) -> Option<()> {
@@ -145,29 +223,6 @@ impl<'a> Reader<'a> {
     fn literal(&mut self, want: &[u8]) -> Option<()> {
         let end = self.at.checked_add(want.len())?;
         (self.bytes.get(self.at..end) == Some(want)).then(|| self.at = end)
-    }
-
-    /// What [`Layout::newline`] writes at `depth`.
-    fn newline(&mut self, depth: usize) -> Option<()> {
-        let Some(indent) = self.layout.indent else { return Some(()) };
-        self.byte(b'\n')?;
-        let mut spaces = usize::from(indent).checked_mul(depth)?;
-        const SPACES: &[u8; 32] = b"                                ";
-        while spaces > 0 {
-            let now = spaces.min(SPACES.len());
-            self.literal(&SPACES[..now])?;
-            spaces -= now;
-        }
-        Some(())
-    }
-
-    /// What [`Layout::separator`] writes at `depth`.
-    fn separator(&mut self, depth: usize) -> Option<()> {
-        self.byte(b',')?;
-        match self.layout.indent {
-            Some(_) => self.newline(depth),
-            None => self.byte(b' '),
-        }
     }
 
     /// A string that [`write_str`](crate::json::write_str) writes as it is: printable ASCII
@@ -190,23 +245,28 @@ impl<'a> Reader<'a> {
         }
         let token =
             self.token(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' | b'a'..=b'z' | b'A'..=b'Z'))?;
+        // A value written as `token` parses to itself (the digits `write_f64` writes are
+        // the shortest that round-trip): so a quick guess at the value is right exactly
+        // when it is written as `token`, and only a wrong guess (one in ten on msprobe's
+        // 17-digit statistics) costs the exact parse.
+        if let Some(guess) = quick_value(token.as_bytes()) {
+            if f64_is_written_as(guess, token.as_bytes()) {
+                return Some(Some(guess));
+            }
+        }
         let value = parse_number(token);
         f64_is_written_as(value, token.as_bytes()).then_some(Some(value))
     }
 
     /// A shape: integers written without a sign or leading zeros that `render` would not write.
-    fn dims(&mut self, depth: usize) -> Option<Vec<i64>> {
-        self.byte(b'[')?;
+    fn dims(&mut self) -> Option<Vec<i64>> {
+        let frames = self.frames;
         let mut dims = Vec::new();
-        if self.byte(b']').is_some() {
+        if self.literal(b"[]").is_some() {
             return Some(dims);
         }
+        self.literal(&frames.dims_open)?;
         loop {
-            if dims.is_empty() {
-                self.newline(depth + 1)?;
-            } else {
-                self.separator(depth + 1)?;
-            }
             let token = self.token(|b| b.is_ascii_digit() || b == b'-')?;
             let digits = token.strip_prefix('-').unwrap_or(token);
             let canonical = match digits.as_bytes() {
@@ -218,9 +278,8 @@ impl<'a> Reader<'a> {
                 return None;
             }
             dims.push(token.parse().ok()?);
-            if self.bytes.get(self.at) != Some(&b',') {
-                self.newline(depth)?;
-                self.byte(b']')?;
+            if self.literal(&frames.dims_separator).is_none() {
+                self.literal(&frames.dims_close)?;
                 return Some(dims);
             }
         }
@@ -266,6 +325,49 @@ impl<'a> Reader<'a> {
         self.at = start + len;
         self.text.get(start..self.at)
     }
+}
+
+/// Powers of ten that are exact in an f64.
+const EXACT_POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
+
+/// A close guess at the value of a decimal token (`-12.5`, `3.25e-05`): its digits as an
+/// integer, scaled by an exact power of ten. Two roundings, so it may be an ulp off; `None`
+/// where the digits or the exponent do not fit the guess at all.
+fn quick_value(token: &[u8]) -> Option<f64> {
+    let (negative, mut rest) = match token.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, token),
+    };
+    let mut digits: u64 = 0;
+    let mut count = 0usize;
+    let mut exponent: i64 = 0;
+    let mut seen_point = false;
+    while let Some((&b, tail)) = rest.split_first() {
+        match b {
+            b'0'..=b'9' => {
+                digits = digits.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                count += 1;
+                exponent -= i64::from(seen_point);
+            }
+            b'.' if !seen_point => seen_point = true,
+            b'e' | b'E' => {
+                let text = std::str::from_utf8(tail).ok()?;
+                exponent += text.strip_prefix('+').unwrap_or(text).parse::<i64>().ok()?;
+                break;
+            }
+            _ => return None,
+        }
+        rest = tail;
+    }
+    if count == 0 || count > 19 {
+        return None;
+    }
+    let scale = EXACT_POW10.get(usize::try_from(exponent.unsigned_abs()).ok()?)?;
+    let magnitude = if exponent < 0 { digits as f64 / scale } else { digits as f64 * scale };
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 /// Whether `token` is a number by JSON's grammar (`-? int frac? exp?`); the non-finite names
@@ -400,7 +502,8 @@ mod tests {
                 for depth in [2, 3, 6] {
                     let text = rendered(&leaf, layout, depth);
                     let padded = format!("[ {text},\n 1]");
-                    let (read, len) = read_rendered_leaf(&padded, 2, layout, depth)
+                    let (read, len) = LeafReader::new(layout)
+                        .read(&padded, 2, depth)
                         .unwrap_or_else(|| panic!("not read at depth {depth}, {layout:?}:\n{text}"));
                     assert!(same(&read, &leaf), "{text}\n{read:?}");
                     assert_eq!(len, text.len(), "{text}");
@@ -435,7 +538,7 @@ mod tests {
                 }
                 for v in variants {
                     let Ok(v) = String::from_utf8(v) else { continue };
-                    let read = read_rendered_leaf(&v, 0, layout, depth);
+                    let read = LeafReader::new(layout).read(&v, 0, depth);
                     let general = general(&v, layout, depth);
                     match read {
                         Some((read, len)) => {
@@ -465,7 +568,7 @@ mod tests {
         let layout = Layout { indent: Some(1) };
         // At depth 3: members indented by 4 spaces, shape items by 5.
         let good = rendered(&leaves()[0], layout, 3);
-        assert!(read_rendered_leaf(&good, 0, layout, 3).is_some());
+        assert!(LeafReader::new(layout).read(&good, 0, 3).is_some());
         for (from, to) in [
             ("\"Max\": 1.5", "\"Max\": 1.50"),                             // not repr's spelling
             ("\"Min\": -2.0", "\"Min\": -2"),                              // an integer statistic
@@ -480,12 +583,12 @@ mod tests {
         ] {
             let bad = good.replacen(from, to, 1);
             assert_ne!(bad, good, "{from}");
-            let read = read_rendered_leaf(&bad, 0, layout, 3);
+            let read = LeafReader::new(layout).read(&bad, 0, 3);
             // Without a dtype a tensor still renders as it reads; every other edit declines.
             assert_eq!(read.is_some(), from.starts_with("\"dtype\""), "{bad}");
         }
         // At another depth the same text is not render's.
-        assert!(read_rendered_leaf(&good, 0, layout, 2).is_none());
+        assert!(LeafReader::new(layout).read(&good, 0, 2).is_none());
         // Keys in another order.
         let swapped = good.replacen(
             "\"type\": \"torch.Tensor\",\n    \"dtype\": \"torch.float32\"",
@@ -493,7 +596,46 @@ mod tests {
             1,
         );
         assert_ne!(swapped, good);
-        assert!(read_rendered_leaf(&swapped, 0, layout, 3).is_none());
+        assert!(LeafReader::new(layout).read(&swapped, 0, 3).is_none());
+    }
+
+    #[test]
+    fn quick_guesses_are_close_and_never_taken_when_wrong() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut wrong = 0;
+        for _ in 0..100_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // float32 statistics widened, as msprobe writes them, at every finite scale.
+            let bits = (rng >> 32) as u32;
+            let v = f64::from(f32::from_bits(bits & 0x7f7f_ffff | bits << 31));
+            let mut text = Vec::new();
+            crate::json::write_f64(&mut text, v);
+            let text = String::from_utf8(text).unwrap();
+            if let Some(guess) = quick_value(text.as_bytes()).filter(|&g| g != v) {
+                wrong += 1;
+                assert!((guess - v).abs() <= 2.0 * v.abs() * f64::EPSILON, "{text}: {guess} vs {v}");
+                assert!(!f64_is_written_as(guess, text.as_bytes()), "a wrong guess passes as {text}");
+            }
+            let leaf = format!(
+                r#"{{"type": "t", "dtype": "d", "Max": {text}, "Min": {text}, "Mean": {text}, "Norm": {text}}}"#
+            );
+            let read = LeafReader::new(Layout { indent: None }).read(&leaf, 0, 0);
+            let stats = read.map(|(leaf, _)| leaf.stats.map(|s| s.map(f64::to_bits)));
+            assert_eq!(stats, Some([Some(v.to_bits()); 4]), "{text}");
+        }
+        // The guess is off now and then, which the reader survives.
+        assert!(wrong > 100, "{wrong}");
+        for (token, want) in [
+            (&b"1e-05"[..], Some(1e-5)),
+            (b"-2.5", Some(-2.5)),
+            (b"12345678901234567890", None),
+            (b"1e400", None),
+            (b"NaN", None),
+        ] {
+            assert_eq!(quick_value(token), want, "{}", String::from_utf8_lossy(token));
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub use dump_file::{
 pub use export::{export, render_unit, ExportOptions, ExportReport};
 pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
 pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
-pub use leaf_text::read_rendered_leaf;
+pub use leaf_text::LeafReader;
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
 pub use stack_frames::StackFrames;
