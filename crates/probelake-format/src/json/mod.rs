@@ -9,6 +9,9 @@ pub use parse::{
     format_path, parse, parse_skeleton, parse_taking, Arena, Node, ObjectStart, PathSegment, SyntaxError, TakeObject,
     TakenObject, Value, MAX_DEPTH,
 };
-pub use pretty::{detect_layout, write_compact, write_node, ArrayWriter, FillHole, Layout, ObjectWriter};
+pub use pretty::{
+    detect_layout, write_compact, write_node, write_node_instead, ArrayWriter, FillHole, Layout, ObjectWriter,
+    WriteInstead,
+};
 pub(crate) use render::decimal;
 pub use render::{f64_is_written_as, push_f64, write_f64, write_i64, write_str};

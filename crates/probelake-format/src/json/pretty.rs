@@ -135,18 +135,39 @@ pub fn write_node<E>(
     depth: usize,
     hole: &mut FillHole<'_, E>,
 ) -> Result<(), E> {
+    write_node_instead(out, node, layout, depth, &mut |out, node, depth| match node.value {
+        Value::Hole => Some(hole(out, depth)),
+        _ => None,
+    })
+}
+
+/// Writes a value in place of [`write_node_instead`]'s own rendering, or answers `None` to
+/// leave it to it.
+pub type WriteInstead<'f, E> = dyn FnMut(&mut Vec<u8>, &Node<'_>, usize) -> Option<Result<(), E>> + 'f;
+
+/// [`write_node`] that offers every value, at every depth, to `instead` before writing it.
+pub fn write_node_instead<E>(
+    out: &mut Vec<u8>,
+    node: &Node<'_>,
+    layout: Layout,
+    depth: usize,
+    instead: &mut WriteInstead<'_, E>,
+) -> Result<(), E> {
+    if let Some(written) = instead(out, node, depth) {
+        return written;
+    }
     match &node.value {
         Value::Null => out.extend_from_slice(b"null"),
+        Value::Hole => out.push(b'$'),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => out.extend_from_slice(n.as_bytes()),
         Value::Str(s) => write_str(out, s),
-        Value::Hole => hole(out, depth)?,
         Value::Taken { text, .. } => {
             // Laid out from its text: a reader only takes what is a whole JSON object.
             let arena = super::parse::Arena::new();
             match super::parse::parse(text.as_bytes(), &arena) {
-                Ok(object) => write_node(out, &object, layout, depth, hole)?,
+                Ok(object) => write_node_instead(out, &object, layout, depth, instead)?,
                 Err(_) => out.extend_from_slice(text.as_bytes()),
             }
         }
@@ -154,7 +175,7 @@ pub fn write_node<E>(
             let mut w = ArrayWriter::begin(out, layout, depth);
             for item in items.iter() {
                 w.item(out);
-                write_node(out, item, layout, depth + 1, hole)?;
+                write_node_instead(out, item, layout, depth + 1, instead)?;
             }
             w.end(out);
         }
@@ -162,7 +183,7 @@ pub fn write_node<E>(
             let mut w = ObjectWriter::begin(out, layout, depth);
             for (k, v) in members.iter() {
                 w.key(out, k);
-                write_node(out, v, layout, depth + 1, hole)?;
+                write_node_instead(out, v, layout, depth + 1, instead)?;
             }
             w.end(out);
         }

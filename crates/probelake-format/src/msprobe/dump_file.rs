@@ -8,8 +8,8 @@
 use std::borrow::Cow;
 
 use crate::json::{
-    detect_layout, parse_skeleton, parse_taking, write_compact, write_node, write_str, Arena, Layout, Node,
-    ObjectStart, SyntaxError, TakenObject, Value, MAX_DEPTH,
+    detect_layout, parse_skeleton, parse_taking, write_compact, write_node, write_node_instead, write_str, Arena,
+    Layout, Node, ObjectStart, SyntaxError, TakenObject, Value, MAX_DEPTH,
 };
 
 use super::leaf::{is_leaf, Leaf, LeafSource};
@@ -86,6 +86,8 @@ pub struct LeafRow<'a> {
 /// A dump file taken apart.
 #[derive(Debug)]
 pub struct ParsedDump<'a> {
+    /// The document it was taken apart from.
+    pub doc: &'a Node<'a>,
     /// The header.
     pub header: Header,
     /// The file's indentation.
@@ -236,6 +238,7 @@ pub fn take_apart_read<'a>(
     }
 
     let mut out = ParsedDump {
+        doc,
         header,
         layout,
         skeleton: String::new(),
@@ -524,12 +527,14 @@ where
 /// `source`, the file it was taken apart from (as given to [`take_apart_source`]), byte for
 /// byte.
 ///
-/// Import uses this for its whole-file check. Each leaf is written from its parsed node rather
-/// than its columns, which is the same text: a leaf without `raw` renders from its columns to
-/// the same one-line text as its node (that is what [`Leaf::from_node`] checked), so to the same
-/// token tree and the same text in any layout; a leaf with `raw` renders from the node's
-/// one-line text. What the check has left to prove is the skeleton and the layout, and it does
-/// so without formatting every float a second time.
+/// Import uses this for its whole-file check. It lays out the document the file was parsed
+/// into rather than the skeleton, which is the same tree with `$` for each leaf (the skeleton
+/// is written from the document's nodes), so the skeleton is not parsed again. Each leaf is
+/// written from its parsed node rather than its columns, which is the same text: a leaf
+/// without `raw` renders from its columns to the same one-line text as its node (that is what
+/// [`Leaf::from_node`] checked), so to the same token tree and the same text in any layout; a
+/// leaf with `raw` renders from the node's one-line text. What the check has left to prove is
+/// the skeleton and the layout, and it does so without formatting every float a second time.
 ///
 /// The layout is compared with `source` as it is written, a piece between two leaves at a
 /// time, so no second copy of the file is built. A leaf whose columns were found to render to
@@ -537,17 +542,17 @@ where
 /// place being compared, it is skipped over rather than written and compared.
 pub fn rebuilds_source(parsed: &ParsedDump<'_>, source: &[u8]) -> Result<bool, CodecError> {
     let layout = parsed.layout;
-    let mut rows = parsed.leaves.iter();
+    let mut rows = parsed.leaves.iter().peekable();
     // `source[..checked]` is equal to what has been laid out so far.
     let mut checked = 0;
     let mut same = true;
     let mut pending = Vec::with_capacity(4096);
-    fill_skeleton(&parsed.skeleton, layout, &mut pending, &mut |out, depth| {
-        let Some(row) = rows.next() else { return false };
+    let _ = write_node_instead::<()>(&mut pending, parsed.doc, layout, 0, &mut |out, node, depth| {
+        // The rows are the document's leaves, in the order it is written.
+        let row = rows.next_if(|row| std::ptr::addr_eq(row.node, node))?;
         if !same {
-            // Known to differ; the rows are still counted against the skeleton's places.
             out.clear();
-            return true;
+            return Some(Ok(()));
         }
         same = consume(source, &mut checked, out);
         out.clear();
@@ -569,8 +574,8 @@ pub fn rebuilds_source(parsed: &ParsedDump<'_>, source: &[u8]) -> Result<bool, C
                     matched
                 }
             };
-        true
-    })?;
+        Some(Ok(()))
+    });
     no_more_leaves(rows.next().is_some())?;
     Ok(same && consume(source, &mut checked, &pending) && checked == source.len())
 }
