@@ -230,13 +230,18 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
             columns.dump.insert(api.to_string(), DumpColumns::with_capacity(size));
         }
     }
-    for row in &parsed.leaves {
-        let name = parsed.names.get(row.entry).ok_or_else(|| FormatError::Internal("leaf without entry".into()))?;
-        let full = entry_name(entries, row.seq);
-        // Looked up before inserting: the key is allocated once per family, not per leaf.
-        match columns.dump.get_mut(name.api) {
-            Some(cols) => cols.push(row, full, name, origin),
-            None => columns.dump.entry(name.api.to_string()).or_default().push(row, full, name, origin),
+    // An entry's leaves are consecutive rows: its family's columns are looked up once for all.
+    for rows in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
+        let Some(first) = rows.first() else { continue };
+        let name = parsed.names.get(first.entry).ok_or_else(|| FormatError::Internal("leaf without entry".into()))?;
+        let full = entry_name(entries, first.seq);
+        // Looked up before inserting: the key is allocated once per family, not per entry.
+        if !columns.dump.contains_key(name.api) {
+            columns.dump.insert(name.api.to_string(), DumpColumns::default());
+        }
+        let cols = columns.dump.get_mut(name.api).ok_or_else(|| FormatError::Internal("family columns".into()))?;
+        for row in rows {
+            cols.push(row, full, name, origin);
         }
     }
 
