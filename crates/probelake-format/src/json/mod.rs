@@ -13,5 +13,5 @@ pub use pretty::{
     detect_layout, write_compact, write_node, write_node_instead, ArrayWriter, FillHole, Layout, ObjectWriter,
     WriteInstead,
 };
-pub(crate) use render::decimal;
+pub(crate) use render::{decimal, plain_prefix};
 pub use render::{f64_is_written_as, push_f64, write_f64, write_i64, write_str};

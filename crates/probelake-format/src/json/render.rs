@@ -13,7 +13,7 @@
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     // Most strings (names, dtypes, keys) need no escape: one check, one copy.
-    if bytes.iter().all(|&b| is_plain(b)) {
+    if plain_prefix(bytes) == bytes.len() {
         out.reserve(bytes.len() + 2);
         out.push(b'"');
         out.extend_from_slice(bytes);
@@ -44,6 +44,31 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 /// A byte `write_str` copies as it is: printable ASCII but the quote and the backslash.
 fn is_plain(b: u8) -> bool {
     (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'
+}
+
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// How many bytes from the start of `bytes` [`write_str`] copies as they are (printable ASCII
+/// but `"` and `\`), eight at a time: a byte loop was most of the cost of writing a name.
+pub(crate) fn plain_prefix(bytes: &[u8]) -> usize {
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let mut at = 0;
+    while let Some(word) = bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        let w = u64::from_le_bytes(*word);
+        // Bytes below 0x20; from 0x7f up (the high bit, or 0x7f + 1); quotes; backslashes.
+        let stops = (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
+            | ((w | ((w & !HIGHS) + ONES)) & HIGHS)
+            | has_zero(w ^ (ONES * u64::from(b'"')))
+            | has_zero(w ^ (ONES * u64::from(b'\\')));
+        if stops != 0 {
+            // Little-endian: the lowest flagged byte is the first stop. A flag above a true
+            // one may be false (a borrow), never one below it.
+            return at + (stops.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + bytes[at..].iter().take_while(|&&b| is_plain(b)).count()
 }
 
 fn write_str_slow(out: &mut Vec<u8>, s: &str, from: usize) {
@@ -473,6 +498,27 @@ pub(crate) fn decimal(v: u64, buf: &mut [u8; 20]) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_prefix_stops_where_a_byte_loop_would() {
+        let bytewise = |b: &[u8]| b.iter().take_while(|&&c| is_plain(c)).count();
+        for stop in 0..=255u8 {
+            for len in 0..20 {
+                for at in 0..len {
+                    for filler in [b'a', b'~', b' ', b'!'] {
+                        let mut bytes = vec![filler; len];
+                        bytes[at] = stop;
+                        assert_eq!(plain_prefix(&bytes), bytewise(&bytes), "{stop:#x} at {at} of {len}");
+                        // A second stop after the first does not move the answer.
+                        if at + 1 < len {
+                            bytes[at + 1] = 0x00;
+                            assert_eq!(plain_prefix(&bytes), bytewise(&bytes), "{stop:#x} at {at} of {len}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     /// `write_f64` as it was before Ryū and zmij: digits from `core::fmt`'s shortest `{:e}`, with the
     /// same tie rule, laid out the Python way by hand.

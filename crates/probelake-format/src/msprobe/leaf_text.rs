@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::{f64_is_written_as, Layout};
+use crate::json::{f64_is_written_as, plain_prefix, Layout};
 
 use super::leaf::{is_tensor_kind, parse_number, Leaf};
 
@@ -230,8 +230,7 @@ impl<'a> Reader<'a, '_> {
     fn string(&mut self) -> Option<&'a str> {
         self.byte(b'"')?;
         let start = self.at;
-        let len =
-            self.bytes.get(start..)?.iter().position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')?;
+        let len = plain_prefix(self.bytes.get(start..)?);
         self.at = start + len;
         self.byte(b'"')?;
         self.text.get(start..start + len)
