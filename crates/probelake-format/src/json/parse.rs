@@ -182,6 +182,11 @@ impl Arena {
     pub fn new() -> Self {
         Arena::default()
     }
+
+    /// A copy of `s` kept in the arena, for text made from a document that lives as long.
+    pub fn alloc_str(&self, s: &str) -> &str {
+        self.0.alloc_str(s)
+    }
 }
 
 /// Parses one JSON document (any whitespace around it allowed) into `arena`.

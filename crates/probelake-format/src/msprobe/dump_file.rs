@@ -69,9 +69,9 @@ pub struct LeafRow<'a> {
     /// The slot: `input_args`, `output`, …, a parameter name, or empty for debug entries.
     pub section: Cow<'a, str>,
     /// Position inside the slot: `0`, `1.0`, `weight`.
-    pub path: String,
+    pub path: Cow<'a, str>,
     /// The row name msprobe compare uses.
-    pub item: String,
+    pub item: Cow<'a, str>,
     /// The leaf's values.
     pub value: Leaf<'a>,
     /// The leaf as parsed.
@@ -119,7 +119,12 @@ pub struct DumpDoc<'a> {
 /// The leaves [`parse_dump`] read straight from a file's text, in the order it met them; the
 /// document's [`Value::Taken`] nodes hold their indexes.
 #[derive(Debug, Default)]
-pub struct ReadLeaves<'a>(Vec<ReadLeaf<'a>>);
+pub struct ReadLeaves<'a> {
+    leaves: Vec<ReadLeaf<'a>>,
+    /// The arena the document was parsed into, which keeps the rows' `path` and `item` too:
+    /// two allocations and two frees a leaf fewer.
+    strings: Option<&'a Arena>,
+}
 
 #[derive(Debug)]
 struct ReadLeaf<'a> {
@@ -156,7 +161,7 @@ pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Resu
         read.push(ReadLeaf { leaf, len, depth: at.depth });
         Some(TakenObject { len, index: read.len() - 1 })
     })?;
-    Ok(DumpDoc { doc, layout, read: ReadLeaves(read) })
+    Ok(DumpDoc { doc, layout, read: ReadLeaves { leaves: read, strings: Some(arena) } })
 }
 
 /// The longest entry name (a key of `data`) taken.
@@ -300,7 +305,8 @@ pub fn take_apart_read<'a>(
             out.names.push(parsed);
             let mut walk = Walk {
                 source: LeafSource { bytes: source, layout, depth: 0 },
-                read: &mut read.0,
+                read: &mut read.leaves,
+                strings: read.strings,
                 out: &mut out.leaves,
                 scratch: &mut scratch,
                 seq: seq as i64,
@@ -395,6 +401,8 @@ struct Walk<'w, 'a> {
     source: LeafSource<'w>,
     /// The leaves read with the document, for its [`Value::Taken`] nodes.
     read: &'w mut [ReadLeaf<'a>],
+    /// Where the rows' `path` and `item` are kept, if not in rows of their own.
+    strings: Option<&'a Arena>,
     out: &'w mut Vec<LeafRow<'a>>,
     scratch: &'w mut (Vec<u8>, Vec<u8>),
     seq: i64,
@@ -440,15 +448,20 @@ impl<'a> Walk<'_, 'a> {
                 }
             };
             let item = match value.data_name.as_deref() {
-                Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem).to_string(),
-                _ => self.item.clone(),
+                Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem),
+                _ => self.item.as_str(),
             };
+            let keep = |text: &str| match self.strings {
+                Some(arena) => Cow::Borrowed(arena.alloc_str(text)),
+                None => Cow::Owned(text.to_string()),
+            };
+            let (path, item) = (keep(self.path), keep(item));
             self.out.push(LeafRow {
                 seq: self.seq,
                 leaf: self.next_leaf,
                 entry: self.entry,
                 section: section.clone(),
-                path: self.path.clone(),
+                path,
                 item,
                 value,
                 node,
@@ -703,7 +716,7 @@ mod tests {
         };
         let layout = detect_layout(bytes);
         assert_eq!(fast.layout, layout);
-        let read = fast.read.0.len();
+        let read = fast.read.leaves.len();
         let a = take_apart_source(&plain, bytes, kind, layout);
         let b = take_apart_read(&fast.doc, fast.read, bytes, kind, layout);
         let (a, b) = match (a, b) {
@@ -719,7 +732,16 @@ mod tests {
         for (x, y) in a.leaves.iter().zip(&b.leaves) {
             let bits = |l: &Leaf<'_>| l.stats.map(|s| s.map(f64::to_bits));
             let key = |r: &LeafRow<'_>| {
-                (r.seq, r.leaf, r.entry, r.section.to_string(), r.path.clone(), r.item.clone(), r.node.pos, r.depth)
+                (
+                    r.seq,
+                    r.leaf,
+                    r.entry,
+                    r.section.to_string(),
+                    r.path.to_string(),
+                    r.item.to_string(),
+                    r.node.pos,
+                    r.depth,
+                )
             };
             assert_eq!(key(x), key(y));
             assert_eq!(Leaf { stats: [None; 4], ..x.value.clone() }, Leaf { stats: [None; 4], ..y.value.clone() });
