@@ -18,8 +18,9 @@ use crate::tensor_file::{read_tensor_file, write_tensor_file};
 use super::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
 use super::construct::{render_construct, take_apart_construct};
 use super::discover::{discover, DumpDir, Overrides};
-use super::dump_file::{parse_dump, rebuilds_source, take_apart_read, DumpDoc, ParsedDump};
+use super::dump_file::{rebuilds_source, take_apart_read, ParsedDump};
 use super::in_order::map_in_order;
+use super::read_dump::{parse_dump, DumpDoc};
 use super::stack::{render_stack, take_apart_stack};
 
 /// Receives progress of a long import or export; every method has a no-op default.

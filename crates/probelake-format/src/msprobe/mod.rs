@@ -17,6 +17,7 @@ mod in_order;
 mod leaf;
 mod leaf_text;
 mod name;
+mod read_dump;
 mod stack;
 mod stack_frames;
 
@@ -27,13 +28,14 @@ pub use columns::{
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
 pub use discover::{discover, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{
-    parse_dump, rebuilds_source, render, take_apart, take_apart_read, take_apart_source, DumpDoc, DumpKind, Header,
-    LeafRow, ParsedDump, ReadLeaves, MAX_ENTRY_NAME_BYTES,
+    rebuilds_source, render, take_apart, take_apart_read, take_apart_source, DumpKind, Header, LeafRow, ParsedDump,
+    MAX_ENTRY_NAME_BYTES,
 };
 pub use export::{export, render_unit, ExportOptions, ExportReport};
 pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
 pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
 pub use leaf_text::LeafReader;
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
+pub use read_dump::{parse_dump, DumpDoc, ReadLeaves};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
 pub use stack_frames::StackFrames;
