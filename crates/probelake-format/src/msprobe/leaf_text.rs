@@ -61,7 +61,7 @@ impl LeafReader {
     }
 }
 
-/// The members of a leaf, in the order [`Leaf::render`] writes them (statistics in a row).
+/// The members of a leaf after `type`, in the order [`Leaf::render`] writes them.
 #[derive(Debug, Clone, Copy)]
 enum Member {
     Value,
@@ -76,18 +76,37 @@ enum Member {
     DataName,
 }
 
-const MEMBERS: [(Member, &[u8]); 10] = [
-    (Member::Value, b"\"value\": "),
-    (Member::Dtype, b"\"dtype\": "),
-    (Member::Shape, b"\"shape\": "),
-    (Member::Md5, b"\"md5\": "),
-    (Member::Max, b"\"Max\": "),
-    (Member::Min, b"\"Min\": "),
-    (Member::Mean, b"\"Mean\": "),
-    (Member::Norm, b"\"Norm\": "),
-    (Member::RequiresGrad, b"\"requires_grad\": "),
-    (Member::DataName, b"\"data_name\": "),
-];
+impl Member {
+    /// Every member, in declaration order: `Frames::members` is indexed by `member as usize`.
+    const ALL: [Member; 10] = [
+        Member::Value,
+        Member::Dtype,
+        Member::Shape,
+        Member::Md5,
+        Member::Max,
+        Member::Min,
+        Member::Mean,
+        Member::Norm,
+        Member::RequiresGrad,
+        Member::DataName,
+    ];
+
+    /// Its quoted name and `: `, as `render` writes them.
+    fn name(self) -> &'static [u8] {
+        match self {
+            Member::Value => b"\"value\": ",
+            Member::Dtype => b"\"dtype\": ",
+            Member::Shape => b"\"shape\": ",
+            Member::Md5 => b"\"md5\": ",
+            Member::Max => b"\"Max\": ",
+            Member::Min => b"\"Min\": ",
+            Member::Mean => b"\"Mean\": ",
+            Member::Norm => b"\"Norm\": ",
+            Member::RequiresGrad => b"\"requires_grad\": ",
+            Member::DataName => b"\"data_name\": ",
+        }
+    }
+}
 
 /// What [`Leaf::render`] writes around the values of a leaf at one depth, piece by piece, made
 /// with the same [`Layout`] calls it makes.
@@ -95,8 +114,8 @@ const MEMBERS: [(Member, &[u8]); 10] = [
 struct Frames {
     /// `{`, the first line break, `"type": `.
     open: Vec<u8>,
-    /// For each of [`MEMBERS`]: `,`, the line break, the quoted name and `: `.
-    members: [Vec<u8>; MEMBERS.len()],
+    /// For each [`Member`]: `,`, the line break, the quoted name and `: `.
+    members: [Vec<u8>; Member::ALL.len()],
     /// The last line break and `}`.
     close: Vec<u8>,
     /// A shape's `[` and first line break, the break between its items, and its last break
@@ -119,10 +138,10 @@ impl Frames {
                 layout.newline(out, depth + 1);
                 out.extend_from_slice(b"\"type\": ");
             }),
-            members: MEMBERS.map(|(_, name)| {
+            members: Member::ALL.map(|member| {
                 piece(&|out| {
                     layout.separator(out, depth + 1);
-                    out.extend_from_slice(name);
+                    out.extend_from_slice(member.name());
                 })
             }),
             close: piece(&|out| {
@@ -676,6 +695,13 @@ mod tests {
             (b"NaN", None),
         ] {
             assert_eq!(quick_value(token), want, "{}", String::from_utf8_lossy(token));
+        }
+    }
+
+    #[test]
+    fn members_are_listed_in_declaration_order() {
+        for (i, member) in Member::ALL.into_iter().enumerate() {
+            assert_eq!(member as usize, i, "{member:?}");
         }
     }
 
