@@ -1,7 +1,11 @@
 //! A dump file parsed with its leaves read straight from the text ([`LeafReader`]): what
-//! import takes apart. [`take_apart_read`](super::take_apart_read) gives the same rows from it as
-//! [`take_apart_source`](super::take_apart_source) gives from a plainly parsed document; the tests here hold the two ways
-//! to that on real, synthesized and edited files.
+//! import takes apart. [`take_apart_read`] gives the same rows from it as
+//! [`take_apart_source`] gives from a plainly parsed document; the tests here hold the two
+//! ways to that on real, synthesized and edited files.
+//!
+//! [`take_apart_read`]: super::take_apart_read
+//! [`take_apart_source`]: super::take_apart_source
+//! [`Value::Taken`]: crate::json::Value::Taken
 
 use crate::json::{detect_layout, parse_taking, Arena, Layout, Node, ObjectStart, SyntaxError, TakenObject, MAX_DEPTH};
 
@@ -9,11 +13,12 @@ use super::dump_file::{DumpKind, ENTRY_DEPTH};
 use super::leaf::Leaf;
 use super::leaf_text::LeafReader;
 
-/// A dump file parsed for [`take_apart_read`](super::take_apart_read): the document, its layout, and the leaves read
-/// straight from the text as it was parsed.
+/// A dump file parsed for [`take_apart_read`](super::take_apart_read): the document, its
+/// layout, and the leaves read straight from the text as it was parsed.
 #[derive(Debug)]
 pub struct DumpDoc<'a> {
-    /// The document; each leaf read straight from the text is a [`Value::Taken`](crate::json::Value::Taken) in it.
+    /// The document; each leaf read straight from the text is a
+    /// [`Value::Taken`](crate::json::Value::Taken) in it.
     pub doc: Node<'a>,
     /// The file's indentation.
     pub layout: Layout,
@@ -41,8 +46,9 @@ pub(super) struct ReadLeaf<'a> {
 
 /// Parses a dump.json or debug.json, reading every leaf whose text is exactly
 /// [`Leaf::render`]'s straight into columns on the way (the bulk of an import's work
-/// otherwise: see [`LeafReader`]). [`take_apart_read`](super::take_apart_read) takes the result apart to the
-/// same rows as [`take_apart_source`](super::take_apart_source) takes a plainly [`parse`](crate::json::parse)d document.
+/// otherwise: see [`LeafReader`]). [`take_apart_read`](super::take_apart_read) takes the
+/// result apart to the same rows as [`take_apart_source`](super::take_apart_source) takes a
+/// plainly [`parse`](crate::json::parse)d document.
 pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Result<DumpDoc<'a>, SyntaxError> {
     let layout = detect_layout(bytes);
     // Leaves are values inside the slots of dump.json's entries, and debug.json's entries
