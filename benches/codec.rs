@@ -30,6 +30,18 @@ struct Input {
     json_bytes: u64,
 }
 
+/// A group that runs `work` on every dump.json of each input, in memory.
+fn each_dump_file(c: &mut Criterion, name: &str, inputs: &[Input], work: impl Fn(&[u8])) {
+    let mut group = c.benchmark_group(name);
+    for input in inputs {
+        group.throughput(Throughput::Bytes(input.json_bytes));
+        group.bench_function(BenchmarkId::from_parameter(input.label), |b| {
+            b.iter(|| input.dumps.iter().for_each(|(bytes, _)| work(bytes)))
+        });
+    }
+    group.finish();
+}
+
 fn synthesize(label: &'static str, layers: usize) -> Input {
     let spec = SynthSpec { layers, ..SynthSpec::demo() };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -141,39 +153,19 @@ fn benches(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("parse");
-    for input in &inputs {
-        group.throughput(Throughput::Bytes(input.json_bytes));
-        group.bench_function(BenchmarkId::from_parameter(input.label), |b| {
-            b.iter(|| {
-                for (bytes, _) in &input.dumps {
-                    let arena = Arena::new();
-                    std::hint::black_box(parse(bytes, &arena).expect("parse"));
-                }
-            })
-        });
-    }
-    group.finish();
-
+    each_dump_file(c, "parse", &inputs, |bytes| {
+        let arena = Arena::new();
+        std::hint::black_box(parse(bytes, &arena).expect("parse"));
+    });
     // What import does to a file: leaves read straight from the text as it is parsed, then
-    // the document taken apart (against `parse` + `take_apart` above, the general way).
-    let mut group = c.benchmark_group("parse_dump");
-    for input in &inputs {
-        group.throughput(Throughput::Bytes(input.json_bytes));
-        group.bench_function(BenchmarkId::from_parameter(input.label), |b| {
-            b.iter(|| {
-                for (bytes, _) in &input.dumps {
-                    let arena = Arena::new();
-                    let doc = msprobe::parse_dump(bytes, &arena, DumpKind::Dump).expect("parse_dump");
-                    std::hint::black_box(
-                        msprobe::take_apart_read(&doc.doc, doc.read, bytes, DumpKind::Dump, doc.layout)
-                            .expect("take_apart"),
-                    );
-                }
-            })
-        });
-    }
-    group.finish();
+    // the document taken apart (against `parse` + `take_apart` below, the general way).
+    each_dump_file(c, "parse_dump", &inputs, |bytes| {
+        let arena = Arena::new();
+        let doc = msprobe::parse_dump(bytes, &arena, DumpKind::Dump).expect("parse_dump");
+        std::hint::black_box(
+            msprobe::take_apart_read(&doc.doc, doc.read, bytes, DumpKind::Dump, doc.layout).expect("take_apart"),
+        );
+    });
 
     let mut group = c.benchmark_group("take_apart");
     for input in &inputs {
