@@ -509,6 +509,7 @@ pub fn rebuilds_source(parsed: &ParsedDump<'_>, source: &[u8]) -> Result<bool, C
         // The rows are the document's leaves, in the order it is written.
         let row = rows.next_if(|row| std::ptr::addr_eq(row.node, node))?;
         if !same {
+            // Known to differ; the rows are still matched against the document's leaves.
             out.clear();
             return Some(Ok(()));
         }
