@@ -391,7 +391,7 @@ fn quick_value(token: &[u8]) -> Option<f64> {
             b'.' if !seen_point => seen_point = true,
             b'e' | b'E' => {
                 let text = std::str::from_utf8(tail).ok()?;
-                exponent += text.strip_prefix('+').unwrap_or(text).parse::<i64>().ok()?;
+                exponent = exponent.checked_add(text.strip_prefix('+').unwrap_or(text).parse::<i64>().ok()?)?;
                 break;
             }
             _ => return None,
@@ -692,6 +692,7 @@ mod tests {
             (b"3.5146727561950684", Some(3.5146727561950684)),
             (b"12345678901234567890", None),
             (b"1e400", None),
+            (b"0.5e-9223372036854775808", None),
             (b"NaN", None),
         ] {
             assert_eq!(quick_value(token), want, "{}", String::from_utf8_lossy(token));
