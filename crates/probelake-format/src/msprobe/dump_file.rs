@@ -503,23 +503,27 @@ pub fn rebuilds_source(parsed: &ParsedDump<'_>, source: &[u8]) -> Result<bool, C
     let mut rows = parsed.leaves.iter().peekable();
     // `source[..checked]` is equal to what has been laid out so far.
     let mut checked = 0;
-    let mut same = true;
     let mut pending = Vec::with_capacity(4096);
-    let _ = write_node_instead::<()>(&mut pending, parsed.doc, layout, 0, &mut |out, node, depth| {
+    // `Err(())` stops the layout at the first difference.
+    let laid_out = write_node_instead::<()>(&mut pending, parsed.doc, layout, 0, &mut |out, node, depth| {
+        // Compared as it grows, not only at the leaves: a file that declares a layout it does
+        // not have (a second line of 60,000 spaces, then deep nesting) is given up on at the
+        // first difference instead of being laid out whole, gigabytes of indentation.
+        if out.len() > PENDING_BYTES {
+            if !consume(source, &mut checked, out) {
+                return Some(Err(()));
+            }
+            out.clear();
+        }
         // The rows are the document's leaves, in the order it is written.
         let row = rows.next_if(|row| std::ptr::addr_eq(row.node, node))?;
-        if !same {
-            // Known to differ; the rows are still matched against the document's leaves.
-            out.clear();
-            return Some(Ok(()));
-        }
-        same = consume(source, &mut checked, out);
+        let before = consume(source, &mut checked, out);
         out.clear();
         let verified = match row.exact_len {
             Some(len) if row.depth == depth => source.get(row.node.pos..row.node.pos.saturating_add(len)),
             _ => None,
         };
-        same = same
+        let leaf = before
             && match verified {
                 Some(text) if row.node.pos == checked => {
                     checked += text.len();
@@ -533,11 +537,17 @@ pub fn rebuilds_source(parsed: &ParsedDump<'_>, source: &[u8]) -> Result<bool, C
                     matched
                 }
             };
-        Some(Ok(()))
+        Some(if leaf { Ok(()) } else { Err(()) })
     });
+    if laid_out.is_err() {
+        return Ok(false);
+    }
     no_more_leaves(rows.next().is_some())?;
-    Ok(same && consume(source, &mut checked, &pending) && checked == source.len())
+    Ok(consume(source, &mut checked, &pending) && checked == source.len())
 }
+
+/// How much layout [`rebuilds_source`] lets pile up between two comparisons with the file.
+const PENDING_BYTES: usize = 64 * 1024;
 
 /// Whether `text` comes next in `source` at `checked`; if so, moves `checked` past it.
 fn consume(source: &[u8], checked: &mut usize, text: &[u8]) -> bool {
@@ -637,6 +647,25 @@ pub(super) mod tests {
         let fast = rebuilds_source(&parsed, bytes).unwrap();
         assert_eq!(fast, rebuilds_naively(&parsed, bytes), "{}", String::from_utf8_lossy(bytes));
         fast
+    }
+
+    #[test]
+    fn a_declared_layout_the_file_does_not_have_is_given_up_on_early() {
+        // The second line declares an indentation of 60,000 spaces; the rest is one line of
+        // arrays nested 300 deep, which laid out in that indentation is ~2.7 GB.
+        let nest = 300;
+        let text = format!(
+            "{{\n{}\"task\": \"statistics\", \"data\": {{\"Functional.f.0.forward\": {{\"input_args\": {}{}}}}}}}",
+            " ".repeat(60_000),
+            "[".repeat(nest),
+            "]".repeat(nest)
+        );
+        let arena = Arena::new();
+        let doc = parse(text.as_bytes(), &arena).unwrap();
+        let layout = detect_layout(text.as_bytes());
+        assert_eq!(layout, Layout { indent: Some(60_000) });
+        let parsed = take_apart_source(&doc, text.as_bytes(), DumpKind::Dump, layout).unwrap();
+        assert!(!rebuilds_source(&parsed, text.as_bytes()).unwrap());
     }
 
     #[test]

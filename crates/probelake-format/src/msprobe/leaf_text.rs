@@ -50,6 +50,12 @@ impl LeafReader {
     /// Reads the leaf whose text starts at `text[pos]` if that text is exactly
     /// [`Leaf::render`]'s for it at `depth`; returns the leaf and the text's length.
     pub fn read<'a>(&mut self, text: &'a str, pos: usize, depth: usize) -> Option<(Leaf<'a>, usize)> {
+        // A depth's frames hold its indentation a dozen times over: made only once the text
+        // opens a leaf there, they cost no more than a dozen times the text that shows it,
+        // whatever indentation a hostile file declares on its second line.
+        if !self.opens_leaf(text.as_bytes(), pos, depth) {
+            return None;
+        }
         if self.frames.len() <= depth {
             self.frames.resize_with(depth + 1, || None);
         }
@@ -58,6 +64,25 @@ impl LeafReader {
         let mut reader = Reader { text, bytes: text.as_bytes(), at: pos, frames };
         let leaf = reader.leaf()?;
         Some((leaf, reader.at - pos))
+    }
+}
+
+impl LeafReader {
+    /// Whether `bytes[pos..]` starts as `render` starts a leaf at `depth`: `{`, the line break
+    /// and indentation, `"type": `.
+    fn opens_leaf(&self, bytes: &[u8], pos: usize, depth: usize) -> bool {
+        let Some(rest) = bytes.get(pos..).and_then(|b| b.strip_prefix(b"{")) else { return false };
+        let rest = match self.layout.indent {
+            None => rest,
+            Some(n) => {
+                let Some(spaces) = usize::from(n).checked_mul(depth + 1) else { return false };
+                match rest.strip_prefix(b"\n") {
+                    Some(line) if line.len() >= spaces && line[..spaces].iter().all(|&b| b == b' ') => &line[spaces..],
+                    _ => return false,
+                }
+            }
+        };
+        rest.starts_with(b"\"type\": ")
     }
 }
 
@@ -697,6 +722,24 @@ mod tests {
         ] {
             assert_eq!(quick_value(token), want, "{}", String::from_utf8_lossy(token));
         }
+    }
+
+    #[test]
+    fn frames_are_made_only_where_the_text_opens_a_leaf() {
+        // A second line of 60,000 spaces declares that indentation; objects 400 deep that are
+        // not leaves must not make frames of 60,000 x 400 spaces each.
+        let mut reader = LeafReader::new(Layout { indent: Some(60_000) });
+        let text = "{\n \"a\": {}}";
+        for depth in [3, 100, 400] {
+            assert!(reader.read(text, 0, depth).is_none());
+        }
+        assert!(reader.frames.iter().all(Option::is_none));
+        // A leaf that is there gets its frames.
+        let leaf = &leaves()[0];
+        let layout = Layout { indent: Some(2) };
+        let mut reader = LeafReader::new(layout);
+        assert!(reader.read(&rendered(leaf, layout, 3), 0, 3).is_some());
+        assert!(reader.frames[3].is_some());
     }
 
     #[test]
