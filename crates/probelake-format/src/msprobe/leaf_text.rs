@@ -53,7 +53,8 @@ impl LeafReader {
         // A depth's frames hold its indentation a dozen times over: made only once the text
         // opens a leaf there, they cost no more than a dozen times the text that shows it,
         // whatever indentation a hostile file declares on its second line.
-        if !self.opens_leaf(text.as_bytes(), pos, depth) {
+        let made = self.frames.get(depth).is_some_and(Option::is_some);
+        if !made && !self.opens_leaf(text.as_bytes(), pos, depth) {
             return None;
         }
         if self.frames.len() <= depth {
@@ -438,7 +439,11 @@ fn quick_value(token: &[u8]) -> Option<f64> {
     } else {
         // 17 digits do not fit an f64: correct the result by what rounding the digits lost
         // and by the operation's own error (both exact), which leaves it off only next to a tie.
-        let lost = (i128::from(digits) - whole as i128) as f64;
+        // `whole` is an integer below 2^64 (the digits are below 10^19): exact as a u64, and
+        // the difference, under 2^11, exact as an f64 (i128 arithmetic went through software
+        // conversions).
+        let rounded = whole as u64;
+        let lost = if digits >= rounded { (digits - rounded) as f64 } else { -((rounded - digits) as f64) };
         if exponent < 0 {
             let quotient = whole / scale;
             let remainder = (-quotient).mul_add(scale, whole);
