@@ -5,6 +5,7 @@ mod parse;
 mod pretty;
 mod render;
 
+pub(crate) use parse::number_end;
 pub use parse::{
     format_path, parse, parse_skeleton, parse_taking, Arena, Node, ObjectStart, PathSegment, SyntaxError, TakeObject,
     TakenObject, Value, MAX_DEPTH,

@@ -572,48 +572,16 @@ impl<'a> Parser<'a, '_, '_> {
 
     fn number(&mut self) -> Parsed<&'a str> {
         let start = self.pos;
-        let b = self.bytes;
-        let mut i = start;
-        if b.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match b.get(i) {
-            Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                while matches!(b.get(i), Some(b'0'..=b'9')) {
-                    i += 1;
-                }
+        match number_end(self.bytes, start) {
+            Ok(end) => {
+                self.pos = end;
+                Ok(&self.text[start..end])
             }
-            _ => {
-                self.pos = i;
-                return Err(self.error("invalid number: expected a digit"));
+            Err((at, message)) => {
+                self.pos = at;
+                Err(self.error(message))
             }
         }
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            if !matches!(b.get(i), Some(b'0'..=b'9')) {
-                self.pos = i;
-                return Err(self.error("invalid number: expected a digit after '.'"));
-            }
-            while matches!(b.get(i), Some(b'0'..=b'9')) {
-                i += 1;
-            }
-        }
-        if matches!(b.get(i), Some(b'e' | b'E')) {
-            i += 1;
-            if matches!(b.get(i), Some(b'+' | b'-')) {
-                i += 1;
-            }
-            if !matches!(b.get(i), Some(b'0'..=b'9')) {
-                self.pos = i;
-                return Err(self.error("invalid number: expected a digit in the exponent"));
-            }
-            while matches!(b.get(i), Some(b'0'..=b'9')) {
-                i += 1;
-            }
-        }
-        self.pos = i;
-        Ok(&self.text[start..i])
     }
 
     fn string(&mut self) -> Parsed<Cow<'a, str>> {
@@ -719,6 +687,40 @@ impl<'a> Parser<'a, '_, '_> {
     }
 }
 
+/// Where the JSON number (`-? int frac? exp?`) that starts at `bytes[start]` ends, or where and
+/// why it is not one. The parser and the leaf reader (`msprobe::LeafReader`) both read numbers
+/// by it.
+pub(crate) fn number_end(bytes: &[u8], start: usize) -> Result<usize, (usize, &'static str)> {
+    let digits = |from: usize| bytes.get(from..).map_or(0, |b| b.iter().take_while(|d| d.is_ascii_digit()).count());
+    let mut i = start;
+    if bytes.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match bytes.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i += digits(i),
+        _ => return Err((i, "invalid number: expected a digit")),
+    }
+    if bytes.get(i) == Some(&b'.') {
+        i += 1;
+        match digits(i) {
+            0 => return Err((i, "invalid number: expected a digit after '.'")),
+            n => i += n,
+        }
+    }
+    if matches!(bytes.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(bytes.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        match digits(i) {
+            0 => return Err((i, "invalid number: expected a digit in the exponent")),
+            n => i += n,
+        }
+    }
+    Ok(i)
+}
+
 fn describe(b: u8) -> String {
     if b.is_ascii_graphic() {
         format!("'{}'", b as char)
@@ -806,6 +808,17 @@ mod tests {
         let doc = "[".repeat(10_000) + &"]".repeat(10_000);
         let e = parse(doc.as_bytes(), &Arena::new()).unwrap_err();
         assert!(e.message.contains("nesting deeper"), "{e}");
+    }
+
+    #[test]
+    fn numbers_by_the_grammar() {
+        let whole = |t: &str| number_end(t.as_bytes(), 0) == Ok(t.len());
+        for good in ["0", "-0", "12", "1.5", "-0.25e+10", "3E7", "1e-05"] {
+            assert!(whole(good), "{good}");
+        }
+        for bad in ["", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1.5.2", "--1", "0x10"] {
+            assert!(!whole(bad), "{bad}");
+        }
     }
 
     #[test]
