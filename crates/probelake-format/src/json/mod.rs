@@ -4,6 +4,7 @@
 mod parse;
 mod pretty;
 mod render;
+mod words;
 
 pub(crate) use parse::number_end;
 pub use parse::{

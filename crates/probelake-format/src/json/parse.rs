@@ -9,6 +9,8 @@ use std::borrow::Cow;
 
 use bumpalo::Bump;
 
+use super::words::{control_bytes, splat, unflagged_prefix, zero_bytes};
+
 /// Objects nested deeper than this are refused (msprobe itself stops at 400).
 pub const MAX_DEPTH: usize = 512;
 
@@ -328,45 +330,24 @@ fn error_path(stack: &[Frame<'_>], scratch: &Scratch<'_>) -> Vec<PathSegment> {
     path
 }
 
-const SPACES: u64 = u64::from_ne_bytes([b' '; 8]);
-const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-
 /// The number of spaces from `i` on, counted eight at a time; at least 1 when `bytes[i]` is one.
 fn spaces_at(bytes: &[u8], i: usize) -> usize {
-    let mut n = 0;
-    while let Some(word) = bytes.get(i + n..).and_then(<[u8]>::first_chunk::<8>) {
-        // Little-endian: the first byte that is not a space is the lowest non-zero byte.
-        let others = u64::from_le_bytes(*word) ^ SPACES;
-        if others != 0 {
-            return n + (others.trailing_zeros() / 8) as usize;
-        }
-        n += 8;
+    let rest = bytes.get(i..).unwrap_or_default();
+    let n = unflagged_prefix(rest, |w| w ^ splat(b' '));
+    if n + 8 <= rest.len() {
+        n
+    } else {
+        n.max(1)
     }
-    n.max(1)
 }
 
 /// The number of bytes from `i` on, eight at a time, before the first that a string's fast
 /// path must look at: a quote, a backslash or a control character. Stops short near the end;
 /// the caller's byte loop takes over from there.
 fn plain_run(bytes: &[u8], i: usize) -> usize {
-    let mut n = 0;
-    while let Some(word) = bytes.get(i + n..).and_then(<[u8]>::first_chunk::<8>) {
-        let w = u64::from_le_bytes(*word);
-        // The classic "has a zero byte" test on the word xor'ed with each stop byte, and on
-        // the bytes below 0x20 (a zero after subtracting 0x20 with the high bit clear).
-        let quote = w ^ u64::from_ne_bytes([b'"'; 8]);
-        let backslash = w ^ u64::from_ne_bytes([b'\\'; 8]);
-        let stops = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (w.wrapping_sub(ONES * 0x20) & !w);
-        let stops = stops & HIGHS;
-        if stops != 0 {
-            return n + (stops.trailing_zeros() / 8) as usize;
-        }
-        n += 8;
-    }
-    n
+    unflagged_prefix(bytes.get(i..).unwrap_or_default(), |w| {
+        zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\')) | control_bytes(w)
+    })
 }
 
 struct Parser<'a, 't, 'f> {

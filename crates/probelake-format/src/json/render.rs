@@ -1,6 +1,8 @@
 //! Scalars exactly as CPython's `json` module writes them with `ensure_ascii=True` and
 //! `allow_nan=True`: strings with `\uXXXX` escapes, floats as `float.__repr__`.
 
+use super::words::{control_bytes, high_bytes, splat, unflagged_prefix, zero_bytes};
+
 /// Appends `s` as a JSON string literal, escaped the way CPython's `json.dumps` does by default
 /// (`ensure_ascii=True`): `\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, other control characters and
 /// everything from DEL (0x7F) up as lowercase `\u00xx`, astral characters as surrogate pairs.
@@ -46,29 +48,16 @@ fn is_plain(b: u8) -> bool {
     (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'
 }
 
-const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-
 /// How many bytes from the start of `bytes` [`write_str`] copies as they are (printable ASCII
 /// but `"` and `\`), eight at a time: a byte loop was most of the cost of writing a name.
 pub(crate) fn plain_prefix(bytes: &[u8]) -> usize {
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
-    let mut at = 0;
-    while let Some(word) = bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
-        let w = u64::from_le_bytes(*word);
-        // Bytes below 0x20; from 0x7f up (the high bit, or 0x7f + 1); quotes; backslashes.
-        let stops = (w.wrapping_sub(ONES * 0x20) & !w & HIGHS)
-            | ((w | ((w & !HIGHS) + ONES)) & HIGHS)
-            | has_zero(w ^ (ONES * u64::from(b'"')))
-            | has_zero(w ^ (ONES * u64::from(b'\\')));
-        if stops != 0 {
-            // Little-endian: the lowest flagged byte is the first stop. A flag above a true
-            // one may be false (a borrow), never one below it.
-            return at + (stops.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
+    let n = unflagged_prefix(bytes, |w| {
+        control_bytes(w) | high_bytes(w) | zero_bytes(w ^ splat(b'"')) | zero_bytes(w ^ splat(b'\\'))
+    });
+    if n + 8 <= bytes.len() {
+        return n;
     }
-    at + bytes[at..].iter().take_while(|&&b| is_plain(b)).count()
+    n + bytes[n..].iter().take_while(|&&b| is_plain(b)).count()
 }
 
 fn write_str_slow(out: &mut Vec<u8>, s: &str, from: usize) {
