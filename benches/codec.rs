@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use probelake_format::json::{detect_layout, parse, Arena, Layout};
-use probelake_format::msprobe::{self, DumpKind, ExportOptions, ImportOptions, NoProgress};
-use probelake_format::synth::{scale_hint, write_run, SynthSpec};
 use probelake_format::{Lake, Table};
+use probelake_msprobe::json::{detect_layout, parse, Arena, Layout};
+use probelake_msprobe::{self as msprobe, DumpKind, ExportOptions, ImportOptions, NoProgress};
+use probelake_synth::{scale_hint, write_run, SynthSpec};
 
 /// (label, transformer layers): about 10 MB and 50 MB of dump.json.
 const SIZES: [(&str, usize); 2] = [("10MB", 70), ("50MB", 350)];

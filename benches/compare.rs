@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use probelake::format::msprobe::{import, ImportOptions, NoProgress};
-use probelake::format::synth::{write_run, SynthLayout, SynthSpec};
 use probelake::format::Lake;
+use probelake::msprobe::{import, ImportOptions, NoProgress};
 use probelake::query::compare::{compare_unit, CompareOptions};
+use probelake::synth::{write_run, SynthLayout, SynthSpec};
 
 /// (label, layers): about 1 MB and 10.7 MB of dump.json per side (the second is the size
 /// `compare.sh` measures against msprobe).

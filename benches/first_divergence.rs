@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use probelake::format::msprobe::{import, ImportOptions, NoProgress};
-use probelake::format::synth::{write_run, SynthSpec};
 use probelake::format::Lake;
+use probelake::msprobe::{import, ImportOptions, NoProgress};
 use probelake::query::{Run, RunSession};
+use probelake::synth::{write_run, SynthSpec};
 
 /// (label, ranks): 6 and 24 units of 64 layers per run, about 32k and 128k leaves each.
 const SIZES: [(&str, usize); 2] = [("2x32k", 1), ("2x128k", 4)];

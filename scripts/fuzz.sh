@@ -14,7 +14,7 @@
 # keeps what it finds there, so later runs resume. The build goes to $FUZZ_TARGET_DIR (default
 # fuzz/target), apart from the normal build: its instrumented objects differ.
 #
-# The build has no sanitizer (-s none: probelake-format has no unsafe code) but has debug
+# The build has no sanitizer (-s none: probelake-msprobe has no unsafe code) but has debug
 # assertions (-a), so integer overflow panics as in the test build. Inputs are at most
 # $FUZZ_MAX_LEN bytes (default 32768); one that takes over 10 s or 1 GB of memory counts as a
 # crash.

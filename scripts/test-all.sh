@@ -18,6 +18,19 @@ step() { printf '\n== %s\n' "$*" >&2; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+# docs/crates.md: the kernel knows nothing of msprobe's files, and no library but the CLI
+# builds on the synthesizer (tests and examples may).
+step "crate boundaries (cargo tree)"
+refuse() { # CRATE PATTERN WHY
+    if cargo tree -p "$1" -e normal --prefix none | grep -Eq "$2"; then
+        echo "$1: $3 (docs/crates.md); cargo tree -p $1 -e normal shows the path" >&2
+        exit 1
+    fi
+}
+refuse probelake-format '^probelake-(msprobe|synth) ' "the dataset kernel must not know msprobe's files"
+refuse probelake-query '^probelake-synth ' "queries must not build on the synthesizer"
+refuse probelake-writer '^probelake-(synth|query) ' "the writer must not build on the synthesizer or DataFusion"
+
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::json::{detect_layout, parse, Arena};
-use probelake_format::msprobe::{render_construct, take_apart_construct};
+use probelake_msprobe::json::{detect_layout, parse, Arena};
+use probelake_msprobe::{render_construct, take_apart_construct};
 
 fuzz_target!(|bytes: &[u8]| {
     let arena = Arena::new();

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::json::{detect_layout, parse, Arena};
-use probelake_format::msprobe::{rebuilds_source, take_apart_source, DumpKind};
+use probelake_msprobe::json::{detect_layout, parse, Arena};
+use probelake_msprobe::{rebuilds_source, take_apart_source, DumpKind};
 
 fuzz_target!(|bytes: &[u8]| {
     let arena = Arena::new();

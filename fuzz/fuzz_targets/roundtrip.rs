@@ -13,12 +13,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::json::{detect_layout, parse, Arena, Layout};
-use probelake_format::msprobe::{
+use probelake_msprobe::json::{detect_layout, parse, Arena, Layout};
+use probelake_msprobe::{
     parse_dump, rebuilds_source, render, render_construct, render_stack, take_apart, take_apart_construct, take_apart_read,
     take_apart_source, take_apart_stack, DumpDoc, DumpKind,
 };
-use probelake_format::tensor_file::{read_tensor_file, write_tensor_file, ContainerMeta};
+use probelake_msprobe::tensor_file::{read_tensor_file, write_tensor_file, ContainerMeta};
 use probelake_fuzz::fix_zip_crcs;
 
 fuzz_target!(|bytes: &[u8]| {
@@ -35,7 +35,7 @@ fuzz_target!(|bytes: &[u8]| {
     tensor_round_trip(&tensor);
 });
 
-fn dump_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout: Layout) {
+fn dump_round_trip(bytes: &[u8], doc: &probelake_msprobe::json::Node<'_>, layout: Layout) {
     for kind in [DumpKind::Dump, DumpKind::Debug] {
         // What import does: leaves read straight from the text where it is what export would
         // write, the others checked against the file's own bytes.
@@ -85,7 +85,7 @@ fn dump_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout:
     }
 }
 
-fn stack_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout: Layout) {
+fn stack_round_trip(bytes: &[u8], doc: &probelake_msprobe::json::Node<'_>, layout: Layout) {
     let Ok((format, rows)) = take_apart_stack(doc) else { return };
     let mut exported = Vec::with_capacity(bytes.len());
     render_stack(format, layout, &rows, &mut exported);
@@ -99,7 +99,7 @@ fn stack_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout
     assert_eq!(rows_again, rows);
 }
 
-fn construct_round_trip(bytes: &[u8], doc: &probelake_format::json::Node<'_>, layout: Layout) {
+fn construct_round_trip(bytes: &[u8], doc: &probelake_msprobe::json::Node<'_>, layout: Layout) {
     let Ok(rows) = take_apart_construct(doc) else { return };
     let mut exported = Vec::with_capacity(bytes.len());
     render_construct(layout, &rows, &mut exported);

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::json::{detect_layout, parse, Arena};
-use probelake_format::msprobe::{render_stack, take_apart_stack};
+use probelake_msprobe::json::{detect_layout, parse, Arena};
+use probelake_msprobe::{render_stack, take_apart_stack};
 
 fuzz_target!(|bytes: &[u8]| {
     let arena = Arena::new();

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::tensor_file::{read_tensor_file, write_tensor_file};
+use probelake_msprobe::tensor_file::{read_tensor_file, write_tensor_file};
 
 fuzz_target!(|bytes: &[u8]| {
     if let Ok((data, meta)) = read_tensor_file("fuzz.npy", bytes) {

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probelake_format::tensor_file::{read_tensor_file, write_tensor_file};
+use probelake_msprobe::tensor_file::{read_tensor_file, write_tensor_file};
 use probelake_fuzz::fix_zip_crcs;
 
 fuzz_target!(|input: &[u8]| {

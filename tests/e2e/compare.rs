@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use probelake_format::msprobe::{import, NoProgress};
 use probelake_format::{CommitRecord, Lake};
+use probelake_msprobe::{import, NoProgress};
 use probelake_query::compare::{compare_sql, compare_unit, CompareOptions, UnitComparison};
 use probelake_query::datafusion::arrow::array::AsArray;
 use probelake_query::{Run, RunSession};
@@ -307,8 +307,8 @@ async fn integer_statistics_print_as_pandas_types_their_column() {
 /// files of the pairs after it; every pair's table must be the one its own plans give.
 #[tokio::test(flavor = "multi_thread")]
 async fn reused_plans_give_each_unit_pair_its_own_rows() {
-    use probelake_format::synth::{write_run, SynthSpec};
     use probelake_query::compare::Comparison;
+    use probelake_synth::{write_run, SynthSpec};
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut lakes = Vec::new();
@@ -344,8 +344,8 @@ async fn reused_plans_give_each_unit_pair_its_own_rows() {
 /// file must be the one the whole table gives, whatever the chunks.
 #[tokio::test(flavor = "multi_thread")]
 async fn streamed_csv_is_the_whole_tables_csv() {
-    use probelake_format::synth::{write_run, SynthSpec};
     use probelake_query::compare::{CompareError, Comparison};
+    use probelake_synth::{write_run, SynthSpec};
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut lakes = Vec::new();

@@ -49,7 +49,7 @@ fn divergence_on_the_verl_fixture_runs() {
 fn identical_runs_do_not_diverge_and_compare_passes() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = tmp.path().join("src");
-    probelake_format::synth::write_run(&probelake_format::synth::SynthSpec::demo(), &src).expect("synth");
+    probelake_synth::write_run(&probelake_synth::SynthSpec::demo(), &src).expect("synth");
     let ds = tmp.path().join("ds");
     cli::import(&src, &ds);
     let out = cli::probelake([Path::new("divergence"), &ds, &ds]);
@@ -71,7 +71,7 @@ fn identical_runs_do_not_diverge_and_compare_passes() {
 fn compare_reports_what_it_skipped() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = tmp.path().join("src");
-    probelake_format::synth::write_run(&probelake_format::synth::SynthSpec::demo(), &src).expect("synth");
+    probelake_synth::write_run(&probelake_synth::SynthSpec::demo(), &src).expect("synth");
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     cli::import(&src, &a);
     cli::import(&src.join("step_1"), &b);
@@ -89,7 +89,7 @@ fn compare_reports_what_it_skipped() {
 /// folders appear only when several steps or stages are compared.
 #[test]
 fn ranks_of_one_step_are_written_side_by_side() {
-    use probelake_format::synth::{write_run, SynthLayout, SynthSpec};
+    use probelake_synth::{write_run, SynthLayout, SynthSpec};
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = tmp.path().join("src");
     let spec = SynthSpec { layout: SynthLayout::Msprobe, ranks: 2, global_steps: vec![0], ..SynthSpec::demo() };

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use probelake_format::synth::{write_run, SynthSpec};
 use probelake_plot::{fetch_divergence, Cell, DivergenceQuery, RowsBy};
 use probelake_query::{Run, RunSession};
+use probelake_synth::{write_run, SynthSpec};
 
 use crate::cli;
 

@@ -48,7 +48,7 @@ fn every_fixture_run_round_trips_byte_for_byte() {
 fn export_refuses_to_overwrite_without_force() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = tmp.path().join("src");
-    probelake_format::synth::write_run(&probelake_format::synth::SynthSpec::demo(), &src).expect("synth");
+    probelake_synth::write_run(&probelake_synth::SynthSpec::demo(), &src).expect("synth");
     let ds = tmp.path().join("ds");
     let out = tmp.path().join("out");
     cli::import(&src, &ds);

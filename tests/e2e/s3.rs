@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
-use probelake_format::synth::{write_run, SynthSpec};
+use probelake_synth::{write_run, SynthSpec};
 
 use crate::cli;
 use crate::fixtures::{assert_same_bytes, files_below, runs};

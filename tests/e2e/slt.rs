@@ -3,7 +3,7 @@
 //! run in process through [`RunSession`] over synthesized runs, so no fixtures are needed.
 //!
 //! The session (read-only, as `probelake sql` without `--allow-write`) has three runs, made
-//! once per test process with `probelake_format::synth` and imported with probelake:
+//! once per test process with `probelake_synth` and imported with probelake:
 //!
 //! | run | what | steps | stages | ranks |
 //! |---|---|---|---|---|
@@ -22,13 +22,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use probelake::format::msprobe::{import, ImportOptions, NoProgress};
-use probelake::format::synth::{write_run, SynthLevel, SynthSpec};
 use probelake::format::Lake;
+use probelake::msprobe::{import, ImportOptions, NoProgress};
 use probelake::query::datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use probelake::query::datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use probelake::query::datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use probelake::query::{QueryError, Run, RunSession};
+use probelake::synth::{write_run, SynthLevel, SynthSpec};
 use sqllogictest::{ColumnType, DBOutput};
 
 /// The `.slt` files, each run by the test of the same name below.

@@ -27,9 +27,9 @@ fn demo_runs_and_its_runs_round_trip() {
 #[test]
 fn reimporting_a_unit_replaces_it() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let spec = probelake_format::synth::SynthSpec::demo();
+    let spec = probelake_synth::SynthSpec::demo();
     let src = tmp.path().join("src");
-    probelake_format::synth::write_run(&spec, &src).expect("synth");
+    probelake_synth::write_run(&spec, &src).expect("synth");
     let ds = tmp.path().join("ds");
     cli::import(&src, &ds);
     cli::import(&src.join("step_1"), &ds);

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use probelake_format::json::{parse, Arena, Node, Value};
-use probelake_format::synth::{write_run, SynthDtype, SynthLayout, SynthLevel, SynthSpec, SynthTask};
+use probelake_msprobe::json::{parse, Arena, Node, Value};
+use probelake_synth::{write_run, SynthDtype, SynthLayout, SynthLevel, SynthSpec, SynthTask};
 
 use crate::fixtures::{files_below, root};
 

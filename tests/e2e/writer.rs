@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use probelake::format::json::{parse, write_compact, Arena, Node, Value as Json};
-use probelake::format::msprobe::{is_leaf, is_parameters_grad};
-use probelake::format::tensor_file::read_tensor_file;
 use probelake::format::Unit;
+use probelake::msprobe::json::{parse, write_compact, Arena, Node, Value as Json};
+use probelake::msprobe::tensor_file::read_tensor_file;
+use probelake::msprobe::{is_leaf, is_parameters_grad};
 use probelake::writer::device::simulated::SimulatedDevice;
 use probelake::writer::{DType, Entry, Lake, SummaryMode, Task, Tensor, TensorSource, Value, WriterOptions};
 

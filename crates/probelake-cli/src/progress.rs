@@ -1,7 +1,7 @@
 //! indicatif progress bars behind the library's `Progress` trait.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use probelake_format::msprobe::Progress;
+use probelake_msprobe::Progress;
 
 /// A byte-counting bar on stderr; hidden when stderr is not a terminal or with `--quiet`.
 pub struct Bar {

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use probelake_format::storage::{redact, StoreFailure};
 use probelake_format::FormatError;
+use probelake_msprobe::MsprobeError;
 use probelake_query::datafusion::sql::sqlparser::parser::ParserError;
 
 /// Prints `err` to stderr and returns exit code 2 (0 for a closed pipe).
@@ -96,13 +97,10 @@ fn storage_failure(err: &anyhow::Error) -> Option<String> {
     let store_error = err.chain().find(|e| e.is::<object_store::Error>())?;
     tracing::debug!("storage error in full: {}", redact(&chain_text(err)));
     let advice = StoreFailure::of(store_error).advice()?;
-    let location = err
-        .chain()
-        .find_map(|e| match e.downcast_ref::<FormatError>() {
-            Some(FormatError::Store { location, .. }) => Some(location.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| err.to_string());
+    let location = match format_error(err) {
+        Some(FormatError::Store { location, .. }) => location.clone(),
+        _ => err.to_string(),
+    };
     Some(format!("{location}: {advice}"))
 }
 
@@ -112,20 +110,40 @@ fn hint(err: &anyhow::Error) -> Option<String> {
     {
         return (!near.is_empty()).then(|| format!("the nearest names there are: {}", near.join(", ")));
     }
-    let format = err.chain().find_map(|e| e.downcast_ref::<FormatError>())?;
-    Some(match format {
-        FormatError::Syntax { .. } | FormatError::Schema { .. } => {
-            "the file is not what msprobe writes; nothing was imported, and the dataset is unchanged".into()
+    if let Some(msprobe) = err.chain().find_map(|e| e.downcast_ref::<MsprobeError>()) {
+        match msprobe {
+            MsprobeError::Syntax { .. } | MsprobeError::Schema { .. } => {
+                return Some(
+                    "the file is not what msprobe writes; nothing was imported, and the dataset is unchanged".into(),
+                )
+            }
+            MsprobeError::NoDumps { .. } => {
+                return Some(
+                    "point import at an msprobe dump_path, a verl save_path, a folder below them, or one dump.json"
+                        .into(),
+                )
+            }
+            MsprobeError::Layout { .. } => {
+                return Some(
+                    "--layout msprobe|verl|single and --step/--stage/--rank set what the folder names do not say"
+                        .into(),
+                )
+            }
+            _ => {}
         }
-        FormatError::NoDumps { .. } => {
-            "point import at an msprobe dump_path, a verl save_path, a folder below them, or one dump.json".into()
-        }
-        FormatError::Layout { .. } => {
-            "--layout msprobe|verl|single and --step/--stage/--rank set what the folder names do not say".into()
-        }
+    }
+    Some(match format_error(err)? {
         FormatError::Exists { .. } => "choose an empty folder, or add --force".into(),
         FormatError::Corrupt { location, message } => corrupt_hint(location, message)?.into(),
         _ => return None,
+    })
+}
+
+/// The dataset's error behind `err`: itself in the chain, or carried by the msprobe codec's
+/// error (which shows it as its own message, so the chain holds one or the other).
+fn format_error(err: &anyhow::Error) -> Option<&FormatError> {
+    err.chain().find_map(|e| {
+        e.downcast_ref::<FormatError>().or_else(|| e.downcast_ref::<MsprobeError>().and_then(MsprobeError::as_dataset))
     })
 }
 

@@ -2,44 +2,12 @@
 
 use std::path::PathBuf;
 
-use crate::json::SyntaxError;
-
-/// Everything that can go wrong reading msprobe files or reading and writing a dataset.
+/// Everything that can go wrong reading and writing a dataset.
 ///
-/// Input mistakes (`Syntax`, `Schema`, `NoDumps`, …) name the file, the byte offset and the JSON
-/// path; `Internal` is a bug in probelake.
+/// Each names the file or object it is about; `Internal` is a bug in probelake.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
-    /// A file is not valid JSON (msprobe's dialect, with `NaN`/`Infinity`).
-    #[error("{}: invalid JSON: {error}", file.display())]
-    Syntax {
-        /// The file.
-        file: PathBuf,
-        /// Where and what.
-        error: SyntaxError,
-    },
-    /// A file is JSON but not what msprobe writes.
-    #[error("{}: {message} (byte {offset}, at {path})", file.display())]
-    Schema {
-        /// The file.
-        file: PathBuf,
-        /// Byte offset of the offending value.
-        offset: usize,
-        /// JSON path of the offending value.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A tensor file could not be read.
-    #[error("{}: {source}", file.display())]
-    TensorFile {
-        /// The file.
-        file: PathBuf,
-        /// What is wrong.
-        #[source]
-        source: crate::tensor_file::TensorFileError,
-    },
     /// Reading or writing a local file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -49,21 +17,7 @@ pub enum FormatError {
         #[source]
         source: std::io::Error,
     },
-    /// Nothing to import was found.
-    #[error("{}: no msprobe dump found (no dump.json or debug.json in it or below it)", path.display())]
-    NoDumps {
-        /// Where we looked.
-        path: PathBuf,
-    },
-    /// A dump folder's place in the tree does not say which step, stage or rank it is.
-    #[error("{}: {message}", path.display())]
-    Layout {
-        /// The folder.
-        path: PathBuf,
-        /// What could not be worked out, and which flag sets it.
-        message: String,
-    },
-    /// An export cannot write a file where the tree puts it: two units on one file, or a
+    /// A file cannot be written where an output tree puts it: two outputs on one file, or a
     /// folder in the way.
     #[error("{}: {message}", path.display())]
     OutputPath {
@@ -72,7 +26,7 @@ pub enum FormatError {
         /// What is in the way, and what to do instead.
         message: String,
     },
-    /// An export would overwrite a file.
+    /// An output would overwrite a file.
     #[error("{}: already exists; export into an empty folder, or pass --force to overwrite", path.display())]
     Exists {
         /// The file.
@@ -124,24 +78,13 @@ pub enum FormatError {
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;
 
 impl FormatError {
-    /// Names `file` in an error raised before the file was known.
-    pub fn in_file(self, file: &std::path::Path) -> Self {
-        match self {
-            FormatError::Syntax { file: f, error } if f.as_os_str().is_empty() => {
-                FormatError::Syntax { file: file.into(), error }
-            }
-            FormatError::Schema { file: f, offset, path, message } if f.as_os_str().is_empty() => {
-                FormatError::Schema { file: file.into(), offset, path, message }
-            }
-            other => other,
-        }
-    }
-
-    pub(crate) fn store(location: impl std::fmt::Display, source: object_store::Error) -> Self {
+    /// The object store refused or failed an operation on `location`.
+    pub fn store(location: impl std::fmt::Display, source: object_store::Error) -> Self {
         FormatError::Store { location: location.to_string(), source }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// A local file or folder could not be read or written.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         FormatError::Io { path: path.into(), source }
     }
 }

@@ -1,35 +1,32 @@
 //! # probelake-format
 //!
-//! The probelake dataset format: msprobe precision dumps as hive-partitioned Parquet.
+//! The probelake dataset kernel: hive-partitioned Parquet tables, units and their commits.
 //!
 //! A dataset is one training run. Its tables (`dump`, `stack`, `construct`, `tensor`,
 //! `source`) are partitioned by `step`, `stage`, `rank` (and `api` family for `dump` and
 //! `tensor`), and a (step, stage, rank) *unit* becomes visible all at once when its commit
-//! record is written. Everything msprobe wrote can be rebuilt byte for byte.
+//! record is written.
+//!
+//! This crate knows nothing of msprobe's files: `probelake-msprobe` turns them into units and
+//! back, `probelake-writer` records units from a running job, `probelake-query` reads them.
 //!
 //! Where to start:
-//! - [`msprobe::import`] and [`msprobe::export`]: the codec between msprobe files and a dataset;
 //! - [`lake::Lake`]: a dataset on an object store, its commit protocol and what is visible;
 //! - [`vacuum`]: removing what no commit names (crashed writers' files), after a grace period;
 //! - [`schema`] and [`layout`]: the columns and paths everything else relies on;
 //! - [`readers`]: the schema files that type a table for pandas and pyarrow;
-//! - [`json`]: msprobe's JSON dialect, read and written exactly as CPython does;
-//! - [`tensor_file`]: `.pt` and `.npy` tensor files;
-//! - [`synth`]: realistic msprobe dump trees of a toy transformer, for demos and benchmarks.
+//! - [`storage`]: local folders and S3-compatible stores, configured as the CLI is;
+//! - [`output_tree`]: a folder of result files written whole or not at all.
 #![warn(missing_docs)]
 
 pub mod error;
-pub mod json;
 pub mod lake;
 pub mod layout;
-pub mod msprobe;
 pub mod output_tree;
 pub mod properties;
 pub mod readers;
 pub mod schema;
 pub mod storage;
-pub mod synth;
-pub mod tensor_file;
 pub mod vacuum;
 
 pub use error::{FormatError, Result};

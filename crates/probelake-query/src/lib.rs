@@ -17,9 +17,9 @@
 //! use probelake_query::{Run, RunSession};
 //! # let dir = tempfile::tempdir()?;
 //! # let src = dir.path().join("src");
-//! # probelake_format::synth::write_run(&probelake_format::synth::SynthSpec::demo(), &src)?;
+//! # probelake_synth::write_run(&probelake_synth::SynthSpec::demo(), &src)?;
 //! let lake = probelake_format::Lake::local(&dir.path().join("lake"))?;
-//! probelake_format::msprobe::import(&src, &lake, &Default::default(), &probelake_format::msprobe::NoProgress).await?;
+//! probelake_msprobe::import(&src, &lake, &Default::default(), &probelake_msprobe::NoProgress).await?;
 //! let session = RunSession::open(vec![Run::new("base", lake)], false).await?;
 //! let batches = session.collect("SELECT count(DISTINCT stage) AS stages FROM dump").await?;
 //! assert_eq!(batches[0].num_rows(), 1);

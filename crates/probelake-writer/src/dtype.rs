@@ -128,7 +128,7 @@ mod tests {
     fn names_round_trip_and_sizes_match_the_format_crate() {
         for d in DType::ALL {
             assert_eq!(d.torch_name().parse::<DType>(), Ok(d));
-            assert_eq!(probelake_format::tensor_file::dtype_itemsize(d.torch_name()), Some(d.itemsize()), "{d}");
+            assert_eq!(probelake_msprobe::tensor_file::dtype_itemsize(d.torch_name()), Some(d.itemsize()), "{d}");
         }
         assert_eq!("bf16".parse::<DType>(), Ok(DType::BF16));
         assert!("float8_e4m3fn".parse::<DType>().unwrap_err().contains("unknown dtype"));

@@ -10,7 +10,7 @@
 //! assert_eq!(entry.name(), "Functional.relu.0.forward");
 //! ```
 
-use probelake_format::json::{write_f64, write_str};
+use probelake_msprobe::json::{write_f64, write_str};
 
 use crate::dtype::DType;
 use crate::source::TensorSource;

@@ -4,8 +4,8 @@
 
 use std::borrow::Cow;
 
-use probelake_format::json::{write_f64, write_i64, write_str, ArrayWriter, Layout, ObjectWriter};
-use probelake_format::msprobe::Leaf;
+use probelake_msprobe::json::{write_f64, write_i64, write_str, ArrayWriter, Layout, ObjectWriter};
+use probelake_msprobe::Leaf;
 
 use crate::checksum::Md5;
 use crate::dtype::DType;
@@ -122,7 +122,7 @@ fn write_md5(out: &mut Vec<u8>, md5: &Md5) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use probelake_format::json::{parse, write_node, Arena};
+    use probelake_msprobe::json::{parse, write_node, Arena};
 
     /// The writer's leaf equals what import reads from the JSON msprobe would have written.
     fn same_as_import(facts: TensorFacts<'_>, want_raw: bool) {

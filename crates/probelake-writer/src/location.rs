@@ -3,8 +3,8 @@
 //! read back as the same unit.
 
 use probelake_format::layout::{encode_partition_value, DEFAULT_STAGE};
-use probelake_format::msprobe::Origin;
 use probelake_format::Unit;
+use probelake_msprobe::Origin;
 
 /// The dump file's path in the export, and the origin columns its rows carry.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -206,8 +206,8 @@ fn a_failed_import_into_a_new_folder_leaves_nothing() {
 fn truncation_at_every_offset_is_an_error_never_a_panic() {
     // The library directly: running the binary thousands of times would be slow.
     for cut in 0..GOOD.len() {
-        let arena = probelake_format::json::Arena::new();
-        let result = probelake_format::json::parse(&GOOD.as_bytes()[..cut], &arena);
+        let arena = probelake_msprobe::json::Arena::new();
+        let result = probelake_msprobe::json::parse(&GOOD.as_bytes()[..cut], &arena);
         assert!(result.is_err(), "a dump cut at {cut} parsed");
     }
 }

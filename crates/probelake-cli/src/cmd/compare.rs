@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use probelake_format::layout::encode_partition_value;
-use probelake_format::msprobe::{import, ImportOptions, NoProgress, Progress as _};
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
+use probelake_msprobe::{import, ImportOptions, NoProgress, Progress as _};
 use probelake_query::compare::{CompareError, CompareMode, CompareOptions, Comparison, PlannedUnit, UnitComparison};
 
 use super::Context;

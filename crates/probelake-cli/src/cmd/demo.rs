@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use probelake_format::msprobe::{import, ImportOptions};
-use probelake_format::synth::{write_run, SynthSpec};
+use probelake_msprobe::{import, ImportOptions};
 use probelake_query::compare::{CompareOptions, Comparison};
+use probelake_synth::{write_run, SynthSpec};
 
 use super::import::human_bytes;
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use probelake_format::msprobe::{export, ExportOptions};
+use probelake_msprobe::{export, ExportOptions};
 
 use super::Context;
 use crate::progress::Bar;

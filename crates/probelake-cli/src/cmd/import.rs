@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use probelake_format::msprobe::{import, ImportOptions, Overrides, TreeLayout};
+use probelake_msprobe::{import, ImportOptions, Overrides, TreeLayout};
 
 use super::Context;
 use crate::progress::Bar;

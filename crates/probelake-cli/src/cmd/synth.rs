@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
-use probelake_format::synth::{scale_hint, write_run, SynthDtype, SynthLayout, SynthLevel, SynthSpec, SynthTask};
+use probelake_synth::{scale_hint, write_run, SynthDtype, SynthLayout, SynthLevel, SynthSpec, SynthTask};
 
 use super::import::human_bytes;
 use super::Context;

@@ -15,8 +15,8 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
 use datafusion::arrow::error::ArrowError;
-use probelake_format::json::{self, Arena, Layout};
-use probelake_format::msprobe::Leaf;
+use probelake_msprobe::json::{self, Arena, Layout};
+use probelake_msprobe::Leaf;
 
 use super::md5::crc32_hex;
 use super::pyfmt::{py_bool, py_int_list, py_str_node, PyVal};

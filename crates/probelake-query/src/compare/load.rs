@@ -8,8 +8,8 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, LargeBinaryArray, ListArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
-use probelake_format::msprobe::StackFrames;
 use probelake_format::{CommitRecord, Lake, Table};
+use probelake_msprobe::StackFrames;
 
 use super::pyfmt::push_py_str_list;
 use super::CompareError;

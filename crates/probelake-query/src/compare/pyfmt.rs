@@ -4,7 +4,7 @@
 //! msprobe builds every cell with Python's `str()`/`repr()`, so a port has to print numbers the
 //! way CPython does (`1e-05`, `2.0`, `2e+300`), not the way Rust's `{}` does (`0.00001`, `2`).
 
-use probelake_format::json::{parse, Arena, Node, Value};
+use probelake_msprobe::json::{parse, Arena, Node, Value};
 
 /// A statistic or scalar value as msprobe holds it after reading the dump (a Python object).
 #[derive(Debug, Clone, PartialEq)]
@@ -131,7 +131,7 @@ pub(crate) fn push_float_repr(out: &mut String, x: f64) {
     }
     // msprobe's JSON holds finite floats as `json.dumps` writes them, which is `repr`: one
     // implementation serves both (ties, layout switches and its tests live there).
-    probelake_format::json::push_f64(out, x);
+    probelake_msprobe::json::push_f64(out, x);
 }
 
 /// Appends a float as msprobe's CSV holds it: `repr`, with ` inf` / ` -inf` for infinities.
@@ -239,7 +239,7 @@ pub(crate) fn py_int_list(items: &[i64]) -> String {
         if i > 0 {
             out.extend_from_slice(b", ");
         }
-        probelake_format::json::write_i64(&mut out, item);
+        probelake_msprobe::json::write_i64(&mut out, item);
     }
     out.push(b']');
     String::from_utf8(out).unwrap_or_default()

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use probelake_format::json::{self, Arena, Node, Value};
+use probelake_msprobe::json::{self, Arena, Node, Value};
 
 use super::md5::crc32_hex;
 use super::pyfmt::{py_bool, py_int_list, py_str_node, py_type_name, PyVal};

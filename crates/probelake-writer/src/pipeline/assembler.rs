@@ -7,16 +7,16 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use probelake_format::json::write_str;
 use probelake_format::lake::{encode_batch, EncodedFile, StagedUnit};
+use probelake_msprobe::json::write_str;
 use std::borrow::Cow;
 
-use probelake_format::msprobe::{
+use probelake_format::{CommitRecord, DataFile, FormatError, Lake, Table, UnitCounts};
+use probelake_msprobe::tensor_file::default_pt_meta;
+use probelake_msprobe::{
     parse_entry_name, ConstructColumns, ConstructRow, DumpColumns, LeafPlace, SourceColumns, SourceRow, StackColumns,
     StackRow, TensorColumns, TensorRow,
 };
-use probelake_format::tensor_file::default_pt_meta;
-use probelake_format::{CommitRecord, DataFile, FormatError, Lake, Table, UnitCounts};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 

@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
-use probelake_format::json::{parse, write_compact, write_str, Arena};
-use probelake_format::msprobe::{is_parameters_grad, Leaf};
+use probelake_msprobe::json::{parse, write_compact, write_str, Arena};
+use probelake_msprobe::{is_parameters_grad, Leaf};
 
 use super::{Job, Shared, ToAssembler, Work};
 use crate::checksum::{crc32_hex, xor_md5, Md5};

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use probelake_format::json::{parse, Arena, Value as Json};
-use probelake_format::msprobe::is_parameters_grad;
 use probelake_format::{CommitRecord, Unit};
+use probelake_msprobe::is_parameters_grad;
+use probelake_msprobe::json::{parse, Arena, Value as Json};
 
 use crate::device::PinnedPool;
 use crate::entry::{Entry, Value};

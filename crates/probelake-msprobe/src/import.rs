@@ -1,0 +1,395 @@
+//! `import`: msprobe dump trees into a dataset, one committed unit per (step, stage, rank).
+//!
+//! Every unit is built and its files written (invisible) before any unit is committed, and a
+//! commit that fails undoes the commits before it, so bad input anywhere (or a store failing
+//! half way) leaves the dataset as it was.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use crate::error::{MsprobeError, Result};
+use crate::json::{detect_layout, parse, Arena, Layout, Node, Value};
+use futures::StreamExt;
+
+use crate::tensor_file::{read_tensor_file, write_tensor_file};
+use probelake_format::lake::{encode_batch, CommitRecord, DataFile, EncodedFile, Lake, StagedUnit, UnitCounts};
+use probelake_format::layout::{Table, Unit};
+
+use crate::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
+use crate::construct::{render_construct, take_apart_construct};
+use crate::discover::{discover, DumpDir, Overrides};
+use crate::dump_file::{rebuilds_source, take_apart_read, ParsedDump};
+use crate::in_order::map_in_order;
+use crate::read_dump::{parse_dump, DumpDoc};
+use crate::stack::{render_stack, take_apart_stack};
+
+/// Receives progress of a long import or export; every method has a no-op default.
+pub trait Progress: Send + Sync {
+    /// The work ahead: `bytes` of input in `units` units.
+    fn start(&self, _bytes: u64, _units: usize) {}
+    /// `bytes` more of the input were processed.
+    fn advance(&self, _bytes: u64) {}
+    /// The work is over.
+    fn finish(&self) {}
+}
+
+/// A [`Progress`] that reports nothing.
+pub struct NoProgress;
+impl Progress for NoProgress {}
+
+/// What to import and how.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Layout, step, stage or rank given by the user instead of detected.
+    pub overrides: Overrides,
+}
+
+/// What an import did.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    /// The committed units.
+    pub units: Vec<CommitRecord>,
+    /// Bytes of dump files read.
+    pub json_bytes: u64,
+}
+
+/// Imports the msprobe dump tree (or single dump file) at `src` into `lake`, replacing units
+/// that are already there.
+pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: &dyn Progress) -> Result<ImportReport> {
+    let dirs = discover(src, &options.overrides)?;
+    let mut units: Vec<(Unit, Vec<&DumpDir>)> = Vec::new();
+    for dir in &dirs {
+        match units.last_mut() {
+            Some((unit, members)) if *unit == dir.unit => members.push(dir),
+            _ => units.push((dir.unit.clone(), vec![dir])),
+        }
+    }
+    let replaced: Vec<Unit> = units.iter().map(|(unit, _)| unit.clone()).collect();
+    lake.check_writable(&replaced).await?;
+    let total: u64 = dirs.iter().map(dir_bytes).sum();
+    progress.start(total, units.len());
+
+    // Units are built a wave at a time, one per thread, and stored before the next wave, so
+    // memory holds a wave's files rather than the whole import's (tensor data can be large).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
+    let mut staged: Vec<StagedUnit> = Vec::with_capacity(units.len());
+    let mut failure = None;
+    'waves: for wave in units.chunks(threads) {
+        let built = build_units(wave, progress);
+        for ((unit, _), result) in wave.iter().zip(built) {
+            let stored = match result {
+                Ok((encoded, counts)) => store_unit(lake, unit, encoded, counts).await,
+                Err(e) => Err(e),
+            };
+            match stored {
+                Ok(s) => staged.push(s),
+                Err(e) => {
+                    failure = Some(e);
+                    break 'waves;
+                }
+            }
+        }
+    }
+    if let Some(e) = failure {
+        let files: Vec<DataFile> = staged.into_iter().flat_map(|s| s.files).collect();
+        lake.discard(&files).await;
+        progress.finish();
+        return Err(e);
+    }
+    let json_bytes = staged.iter().map(|s| s.counts.json_bytes).sum();
+    let result = commit_all(lake, staged).await;
+    progress.finish();
+    Ok(ImportReport { units: result?, json_bytes })
+}
+
+/// Commits every staged unit, or none: when a commit fails, the units committed before it get
+/// their replaced records back. Replaced files are deleted only once all units are committed.
+async fn commit_all(lake: &Lake, staged: Vec<StagedUnit>) -> Result<Vec<CommitRecord>> {
+    let mut pending = Vec::with_capacity(staged.len());
+    let mut rest = staged.into_iter();
+    while let Some(unit) = rest.next() {
+        match lake.commit_pending(unit).await {
+            Ok(p) => pending.push(p),
+            Err(e) => {
+                // The failed unit's own files stay: its record may have landed before the
+                // error (a timed-out request), and `vacuum` removes them if it did not.
+                let mut orphans: Vec<DataFile> = rest.flat_map(|s| s.files).collect();
+                for p in pending.iter().rev() {
+                    match lake.undo_commit(p).await {
+                        Ok(()) => orphans.extend(p.record.files.iter().cloned()),
+                        Err(undo) => tracing::warn!(
+                            unit = %p.record.unit,
+                            error = %probelake_format::storage::redact(&undo.to_string()),
+                            "could not undo the commit of a unit; it stays committed"
+                        ),
+                    }
+                }
+                lake.discard(&orphans).await;
+                return Err(e.into());
+            }
+        }
+    }
+    let mut records = Vec::with_capacity(pending.len());
+    for p in pending {
+        records.push(lake.finish_commit(p).await);
+    }
+    Ok(records)
+}
+
+fn dir_bytes(dir: &DumpDir) -> u64 {
+    std::fs::metadata(&dir.path).map_or(0, |m| m.len())
+}
+
+type BuiltUnit = Result<(Vec<EncodedFile>, UnitCounts)>;
+
+/// Reads, checks and encodes `units`, one thread each: units are independent and this part is
+/// all CPU. Results come back in `units` order ([`map_in_order`]).
+fn build_units(units: &[(Unit, Vec<&DumpDir>)], progress: &dyn Progress) -> Vec<BuiltUnit> {
+    let jobs: Vec<&[&DumpDir]> = units.iter().map(|(_, members)| members.as_slice()).collect();
+    map_in_order(jobs, |members| build_unit(members, progress))
+}
+
+/// Reads one unit's dump folders into columns and encodes its files.
+fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
+    let mut columns = UnitColumns::default();
+    let mut counts = UnitCounts::default();
+    for dir in dirs {
+        read_dump_dir(dir, &mut columns, &mut counts)?;
+        progress.advance(dir_bytes(dir));
+    }
+    let mut files = Vec::new();
+    for (api, cols) in columns.dump.iter_mut() {
+        files.push(encode_batch(Table::Dump, Some(api), &cols.finish()?)?);
+    }
+    for (api, cols) in columns.tensor.iter_mut() {
+        files.push(encode_batch(Table::Tensor, Some(api), &cols.finish()?)?);
+    }
+    if columns.has_stack {
+        files.push(encode_batch(Table::Stack, None, &columns.stack.finish()?)?);
+    }
+    if columns.has_construct {
+        files.push(encode_batch(Table::Construct, None, &columns.construct.finish()?)?);
+    }
+    files.push(encode_batch(Table::Source, None, &columns.source.finish()?)?);
+    Ok((files, counts))
+}
+
+/// Stores a built unit's files, invisible until it is committed.
+async fn store_unit(lake: &Lake, unit: &Unit, encoded: Vec<EncodedFile>, counts: UnitCounts) -> Result<StagedUnit> {
+    // Object stores answer each request after a round trip; several in flight hide it.
+    let results: Vec<Result<DataFile, probelake_format::FormatError>> = futures::stream::iter(encoded)
+        .map(|file| lake.put_encoded(unit, file))
+        .buffered(UPLOADS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut files = Vec::with_capacity(results.len());
+    let mut failure = None;
+    for result in results {
+        match result {
+            Ok(f) => files.push(f),
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    if let Some(e) = failure {
+        lake.discard(&files).await;
+        return Err(e.into());
+    }
+    Ok(StagedUnit { unit: unit.clone(), files, counts })
+}
+
+/// Uploads of one unit's files that may be under way at once.
+const UPLOADS_IN_FLIGHT: usize = 8;
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| MsprobeError::io(path, e))
+}
+
+fn indent_of(layout: Layout) -> Option<i32> {
+    layout.indent.map(i32::from)
+}
+
+/// Reads one dump folder into the unit's columns.
+fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCounts) -> Result<()> {
+    let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
+    let path = dir.path.clone();
+    let bytes = read_file(&path)?;
+    let arena = Arena::new();
+    let DumpDoc { doc, layout, read } =
+        parse_dump(&bytes, &arena, dir.kind).map_err(|error| MsprobeError::Syntax { file: path.clone(), error })?;
+    let parsed = take_apart_read(&doc, read, &bytes, dir.kind, layout).map_err(|e| e.in_file(&path))?;
+
+    // The round trip is checked here, once, rather than trusted: whatever the rows cannot
+    // rebuild byte for byte is kept whole.
+    let original = (!rebuilds_source(&parsed, &bytes)?).then_some(bytes.as_slice());
+    if original.is_some() {
+        tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
+    }
+
+    let entries = data_entries(&doc);
+    if columns.dump.is_empty() {
+        for (api, size) in family_sizes(&parsed, entries) {
+            columns.dump.insert(api.to_string(), DumpColumns::with_capacity(size));
+        }
+    }
+    // An entry's leaves are consecutive rows: its family's columns are looked up once for all.
+    for rows in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
+        let Some(first) = rows.first() else { continue };
+        let name = parsed.names.get(first.entry).ok_or_else(|| MsprobeError::Internal("leaf without entry".into()))?;
+        let full = entry_name(entries, first.seq);
+        // Looked up before inserting: the key is allocated once per family, not per entry.
+        if !columns.dump.contains_key(name.api) {
+            columns.dump.insert(name.api.to_string(), DumpColumns::default());
+        }
+        let cols = columns.dump.get_mut(name.api).ok_or_else(|| MsprobeError::Internal("family columns".into()))?;
+        for row in rows {
+            cols.push(row, full, name, origin);
+        }
+    }
+
+    let stack = side_file(&dir.dir.join("stack.json"), |doc, layout, out| {
+        let (format, rows) = take_apart_stack(doc)?;
+        render_stack(format, layout, &rows, out);
+        columns.stack.reserve(&rows);
+        for row in &rows {
+            columns.stack.push(row, origin);
+        }
+        columns.has_stack |= !rows.is_empty();
+        Ok(format.as_str())
+    })?;
+    let construct = side_file(&dir.dir.join("construct.json"), |doc, layout, out| {
+        let rows = take_apart_construct(doc)?;
+        render_construct(layout, &rows, out);
+        for (i, row) in rows.iter().enumerate() {
+            columns.construct.push(i as i64, row, origin);
+        }
+        columns.has_construct |= !rows.is_empty();
+        Ok("map")
+    })?;
+
+    counts.tensors += read_tensors(&dir.dir.join("dump_tensor_data"), columns, origin)?;
+
+    let h = &parsed.header;
+    columns.source.push(
+        &SourceRow {
+            file: &dir.file,
+            kind: dir.kind.as_str(),
+            task: h.task.as_deref(),
+            level: h.level.as_deref(),
+            framework: h.framework.as_deref(),
+            dump_data_dir: h.dump_data_dir.as_deref(),
+            entries: parsed.names.len() as i64,
+            leaves: parsed.leaves.len() as i64,
+            bytes: bytes.len() as i64,
+            indent: indent_of(layout),
+            skeleton: &parsed.skeleton,
+            original,
+            stack: stack.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
+            construct: construct.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
+        },
+        origin,
+    );
+    counts.dump_files += 1;
+    counts.entries += parsed.names.len() as u64;
+    counts.leaves += parsed.leaves.len() as u64;
+    counts.json_bytes += bytes.len() as u64;
+    if counts.task.is_none() {
+        counts.task.clone_from(&h.task);
+        counts.level.clone_from(&h.level);
+        counts.framework.clone_from(&h.framework);
+    }
+    Ok(())
+}
+
+/// The members of the document's `data` object (none if it has none).
+fn data_entries<'d>(doc: &'d Node<'d>) -> &'d [(Cow<'d, str>, Node<'d>)] {
+    match doc.value.get("data").map(|d| &d.value) {
+        Some(Value::Object(entries)) => entries,
+        _ => &[],
+    }
+}
+
+fn entry_name<'d>(entries: &'d [(Cow<'d, str>, Node<'d>)], seq: i64) -> &'d str {
+    entries.get(seq as usize).map_or("", |(k, _)| k.as_ref())
+}
+
+/// What each API family of a file adds to the dump columns, families in order of first leaf.
+fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'_>)]) -> Vec<(&'p str, FamilySize)> {
+    let mut sizes: Vec<(&str, FamilySize)> = Vec::new();
+    for row in &parsed.leaves {
+        let Some(name) = parsed.names.get(row.entry) else { continue };
+        let at = match sizes.iter().position(|(api, _)| *api == name.api) {
+            Some(at) => at,
+            None => {
+                sizes.push((name.api, FamilySize::default()));
+                sizes.len() - 1
+            }
+        };
+        sizes[at].1.add(entry_name(entries, row.seq), &row.path, &row.item);
+    }
+    sizes
+}
+
+type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
+
+/// Reads stack.json or construct.json if present: `take` collects rows and renders them back,
+/// and the original is kept where that rendering differs.
+fn side_file(
+    path: &Path,
+    take: impl FnOnce(&crate::json::Node<'_>, Layout, &mut Vec<u8>) -> Result<&'static str>,
+) -> Result<SideFile> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(MsprobeError::io(path, e)),
+    };
+    let arena = Arena::new();
+    let doc = parse(&bytes, &arena).map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
+    let layout = detect_layout(&bytes);
+    let mut rebuilt = Vec::with_capacity(bytes.len());
+    let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;
+    let original = (rebuilt != bytes).then_some(bytes);
+    Ok(Some((format, indent_of(layout), original)))
+}
+
+fn read_tensors(dir: &Path, columns: &mut UnitColumns, origin: Origin) -> Result<u64> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(MsprobeError::io(dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| MsprobeError::io(dir, e))?;
+        if entry.file_type().map_err(|e| MsprobeError::io(entry.path(), e))?.is_file() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    let mut n = 0;
+    for name in names {
+        let path = dir.join(&name);
+        let bytes = read_file(&path)?;
+        let (data, meta) = read_tensor_file(&name, &bytes)
+            .map_err(|source| MsprobeError::TensorFile { file: path.clone(), source })?;
+        let rebuilt = write_tensor_file(&data, &meta)
+            .map_err(|source| MsprobeError::TensorFile { file: path.clone(), source })?;
+        let original = (rebuilt != bytes).then_some(bytes.as_slice());
+        let item = name.rsplit_once('.').map_or(name.as_str(), |(stem, _)| stem);
+        let api = name.split('.').next().unwrap_or_default();
+        let container = if name.ends_with(".npy") { "npy" } else { "pt" };
+        let meta_json = meta.to_json().map_err(|source| MsprobeError::TensorFile { file: path.clone(), source })?;
+        let row = TensorRow {
+            data_name: &name,
+            item,
+            dtype: &data.dtype,
+            shape: &data.shape,
+            data: &data.data,
+            container,
+            meta: &meta_json,
+            original,
+        };
+        columns.tensor.entry(api.to_string()).or_default().push(&row, origin);
+        n += 1;
+    }
+    Ok(n)
+}
