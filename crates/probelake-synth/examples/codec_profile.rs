@@ -9,7 +9,8 @@
 //!                                        # msprobe's statistics are (import checks, compare cells)
 //! ```
 //!
-//! docs/benchmarks.md gives the exact commands and the figures they produced.
+//! docs/benchmarks.md ("How to run") shows how to build and use it, next to the figures it
+//! produced.
 
 use std::path::Path;
 
