@@ -13,8 +13,8 @@ use crate::json::{
 
 use crate::error::MsprobeError as CodecError;
 use crate::leaf::{is_leaf, Leaf, LeafSource};
+use crate::leaf_text::{ReadLeaf, ReadLeaves};
 use crate::name::{is_parameters_grad, parse_entry_name, EntryName};
-use crate::read_dump::{ReadLeaf, ReadLeaves};
 
 /// Which of msprobe's two entry files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

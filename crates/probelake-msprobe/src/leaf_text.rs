@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::{f64_is_written_as, number_end, plain_prefix, Layout};
+use crate::json::{f64_is_written_as, number_end, plain_prefix, Arena, Layout};
 
 use crate::leaf::{is_tensor_kind, parse_number, Leaf};
 
@@ -452,10 +452,29 @@ fn quick_value(token: &[u8]) -> Option<f64> {
     Some(if negative { -magnitude } else { magnitude })
 }
 
+/// The leaves [`parse_dump`](crate::parse_dump) read straight from a file's text with a
+/// [`LeafReader`], in the order it met them; the document's
+/// [`Value::Taken`](crate::json::Value::Taken) nodes hold their indexes.
+#[derive(Debug, Default)]
+pub struct ReadLeaves<'a> {
+    pub(crate) leaves: Vec<ReadLeaf<'a>>,
+    /// The arena the document was parsed into, which keeps the rows' `path` and `item` too:
+    /// two allocations and two frees a leaf fewer.
+    pub(crate) strings: Option<&'a Arena>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ReadLeaf<'a> {
+    pub(crate) leaf: Leaf<'a>,
+    /// The length of its text, which is its rendering at `depth`.
+    pub(crate) len: usize,
+    pub(crate) depth: usize,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json::{parse, Arena};
+    use crate::json::parse;
     use crate::leaf::LeafSource;
 
     const LAYOUTS: [Layout; 4] =

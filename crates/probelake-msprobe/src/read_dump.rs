@@ -1,7 +1,7 @@
 //! A dump file parsed with its leaves read straight from the text ([`LeafReader`]): what
 //! import takes apart. [`take_apart_read`] gives the same rows from it as
 //! [`take_apart_source`] gives from a plainly parsed document; the tests here hold the two
-//! ways to that on real, synthesized and edited files.
+//! ways to that on real and edited files (the synthesizer's tests, on its own files).
 //!
 //! [`take_apart_read`]: crate::take_apart_read
 //! [`take_apart_source`]: crate::take_apart_source
@@ -10,8 +10,7 @@
 use crate::json::{detect_layout, parse_taking, Arena, Layout, Node, ObjectStart, SyntaxError, TakenObject, MAX_DEPTH};
 
 use crate::dump_file::{DumpKind, ENTRY_DEPTH};
-use crate::leaf::Leaf;
-use crate::leaf_text::LeafReader;
+use crate::leaf_text::{LeafReader, ReadLeaf, ReadLeaves};
 
 /// A dump file parsed for [`take_apart_read`](crate::take_apart_read): the document, its
 /// layout, and the leaves read straight from the text as it was parsed.
@@ -26,29 +25,11 @@ pub struct DumpDoc<'a> {
     pub read: ReadLeaves<'a>,
 }
 
-/// The leaves [`parse_dump`] read straight from a file's text, in the order it met them; the
-/// document's [`Value::Taken`](crate::json::Value::Taken) nodes hold their indexes.
-#[derive(Debug, Default)]
-pub struct ReadLeaves<'a> {
-    pub(super) leaves: Vec<ReadLeaf<'a>>,
-    /// The arena the document was parsed into, which keeps the rows' `path` and `item` too:
-    /// two allocations and two frees a leaf fewer.
-    pub(super) strings: Option<&'a Arena>,
-}
-
-#[derive(Debug)]
-pub(super) struct ReadLeaf<'a> {
-    pub(super) leaf: Leaf<'a>,
-    /// The length of its text, which is its rendering at `depth`.
-    pub(super) len: usize,
-    pub(super) depth: usize,
-}
-
 /// Parses a dump.json or debug.json, reading every leaf whose text is exactly
-/// [`Leaf::render`]'s straight into columns on the way (the bulk of an import's work
-/// otherwise: see [`LeafReader`]). [`take_apart_read`](crate::take_apart_read) takes the
-/// result apart to the same rows as [`take_apart_source`](crate::take_apart_source) takes a
-/// plainly [`parse`](crate::json::parse)d document.
+/// [`Leaf::render`](crate::Leaf::render)'s straight into columns on the way (the bulk of an
+/// import's work otherwise: see [`LeafReader`]). [`take_apart_read`](crate::take_apart_read)
+/// takes the result apart to the same rows as [`take_apart_source`](crate::take_apart_source)
+/// takes a plainly [`parse`](crate::json::parse)d document.
 pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Result<DumpDoc<'a>, SyntaxError> {
     let layout = detect_layout(bytes);
     // Leaves are values inside the slots of dump.json's entries, and debug.json's entries
