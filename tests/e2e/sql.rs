@@ -105,6 +105,29 @@ fn every_table_writes_as_csv_with_lists_as_the_table_shows_them() {
     assert!(shown.contains(first_line), "{first_line} not in\n{shown}");
 }
 
+/// `probelake sql … | head`: the reader leaving early is no error, in every format.
+#[test]
+fn a_reader_that_stops_early_is_no_error() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (base, _) = demo_pair(tmp.path());
+    for format in ["table", "csv", "json", "ndjson"] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_probelake"))
+            .arg("sql")
+            .args([&*base.to_string_lossy(), "-c", "SELECT * FROM dump", "--maxrows", "0", "--format", format])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("probelake starts");
+        let mut head = [0u8; 100];
+        child.stdout.take().expect("stdout").read_exact(&mut head).expect("the first bytes");
+        // The pipe closes here, with most of the output (far more than a pipe buffer) unread.
+        let out = child.wait_with_output().expect("probelake ends");
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 #[test]
 fn stage_filter_prunes_files() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -110,7 +110,51 @@ pub enum OutputFormat {
 }
 
 /// Writes `batches` to `out` in `format`; `maxrows` limits the table format (0: all).
+///
+/// A write that failed because the reader closed the pipe (`probelake sql … | head`) comes
+/// back as that `io::Error` whatever the format, which the CLI's error report takes for no
+/// error: arrow's CSV writer alone would report it as text ("Csv error: Broken pipe").
 pub fn write_batches(
+    out: &mut dyn Write,
+    batches: &[RecordBatch],
+    format: OutputFormat,
+    maxrows: usize,
+) -> anyhow::Result<()> {
+    let mut watched = PipeWatch { inner: out, closed: false };
+    match write_formatted(&mut watched, batches, format, maxrows) {
+        Err(_) if watched.closed => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe).into()),
+        result => result,
+    }
+}
+
+/// A writer that remembers whether a write failed because the reader closed the pipe.
+struct PipeWatch<'a> {
+    inner: &'a mut dyn Write,
+    closed: bool,
+}
+
+impl PipeWatch<'_> {
+    fn watch<T>(&mut self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &result {
+            self.closed |= e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
+        result
+    }
+}
+
+impl Write for PipeWatch<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let result = self.inner.write(buf);
+        self.watch(result)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.inner.flush();
+        self.watch(result)
+    }
+}
+
+fn write_formatted(
     out: &mut dyn Write,
     batches: &[RecordBatch],
     format: OutputFormat,
@@ -250,6 +294,38 @@ mod tests {
         let table = String::from_utf8(table).expect("utf-8");
         for cell in ["[2, 8]", "[1, , 3]", "[[a, b], [c]]", "[[]]", "{k: p, n: 1}", "{k: , n: 2}"] {
             assert!(table.contains(&format!(" {cell} ")), "{cell} not in\n{table}");
+        }
+    }
+
+    /// A pipe whose reader has gone after `room` bytes.
+    struct ClosedAfter {
+        room: usize,
+    }
+
+    impl Write for ClosedAfter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_is_a_broken_pipe_in_every_format() {
+        let rows: ArrayRef = Arc::new(Int64Array::from((0..100_000).collect::<Vec<i64>>()));
+        let batch = RecordBatch::try_from_iter([("x", rows)]).expect("batch");
+        for format in [OutputFormat::Table, OutputFormat::Csv, OutputFormat::Json, OutputFormat::Ndjson] {
+            let err = write_batches(&mut ClosedAfter { room: 10 }, std::slice::from_ref(&batch), format, 0)
+                .expect_err("the pipe is closed");
+            let io = err.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
+            assert_eq!(io, Some(std::io::ErrorKind::BrokenPipe), "{format:?}: {err:#}");
         }
     }
 
