@@ -49,6 +49,85 @@ fn counts_types_and_ordering() {
     assert_eq!(types.lines().nth(1), Some("Int64,Int64,Utf8"), "{types}");
 }
 
+/// The rows of a CSV text, read back by arrow's CSV reader (quotes, embedded commas and
+/// newlines resolved), every column as text.
+fn read_csv(text: &str) -> Vec<probelake::query::datafusion::arrow::record_batch::RecordBatch> {
+    use probelake::query::datafusion::arrow::csv::reader::{Format, ReaderBuilder};
+    use probelake::query::datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let format = Format::default().with_header(true);
+    let (inferred, _) = format.infer_schema(std::io::Cursor::new(text), None).expect("a CSV header");
+    let as_text: Vec<Field> = inferred.fields().iter().map(|f| Field::new(f.name(), DataType::Utf8, true)).collect();
+    let reader = ReaderBuilder::new(std::sync::Arc::new(Schema::new(as_text)))
+        .with_format(format)
+        .build(std::io::Cursor::new(text))
+        .expect("a CSV reader");
+    reader.collect::<Result<Vec<_>, _>>().expect("the CSV reads back")
+}
+
+#[test]
+fn every_table_writes_as_csv_with_lists_as_the_table_shows_them() {
+    use probelake::query::datafusion::arrow::array::AsArray;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("tree");
+    // Tensors and modules, so that every table has rows and every list column values.
+    let synth = ["--layout", "msprobe", "--steps", "1", "--layers", "1", "--level", "mix", "--task", "tensor", "-q"];
+    cli::ok([Path::new("synth"), &src].into_iter().map(Path::as_os_str).chain(synth.iter().map(|a| a.as_ref())));
+    let ds = tmp.path().join("ds");
+    cli::import(&src, &ds);
+    let ds = ds.to_string_lossy().into_owned();
+    for table in ["dump", "stack", "construct", "tensor", "source"] {
+        let count = sql(&[&ds, "-c", &format!("SELECT count(*) AS n FROM {table}"), "--format", "csv"]);
+        let rows: usize = count.lines().nth(1).and_then(|n| n.parse().ok()).expect("a count");
+        assert!(rows > 0, "{table} has no rows to write");
+        let csv = sql(&[&ds, "-c", &format!("SELECT * FROM {table}"), "--format", "csv"]);
+        let read: usize = read_csv(&csv).iter().map(|b| b.num_rows()).sum();
+        assert_eq!(read, rows, "{table}");
+    }
+    // A shape of several dimensions, in CSV and in the table format: the same `[2, 8]` text.
+    for (table, key) in [("dump", "seq, leaf"), ("tensor", "data_name")] {
+        let query = format!(
+            "SELECT shape FROM {table} WHERE cardinality(shape) >= 2 ORDER BY step, stage, rank, {key} LIMIT 1"
+        );
+        let batches = read_csv(&sql(&[&ds, "-c", &query, "--format", "csv"]));
+        let cell = batches[0].column(0).as_string::<i32>().value(0).to_string();
+        let dims = cell.strip_prefix('[').and_then(|c| c.strip_suffix(']')).expect("a bracketed list");
+        assert!(dims.split(", ").all(|d| d.parse::<u64>().is_ok()) && dims.contains(", "), "{table}: {cell}");
+        let shown = sql(&[&ds, "-c", &query]);
+        assert!(shown.contains(&format!("| {cell} |")), "{table}: {cell} not in\n{shown}");
+    }
+    // A list of strings (with commas and quotes of its own) reads back as the table shows it.
+    let query = "SELECT frames FROM stack WHERE cardinality(frames) > 0 ORDER BY step, stage, rank, name LIMIT 1";
+    let frames = read_csv(&sql(&[&ds, "-c", query, "--format", "csv"]));
+    let cell = frames[0].column(0).as_string::<i32>().value(0).to_string();
+    assert!(cell.starts_with("[File ") && cell.ends_with(']'), "{cell}");
+    let shown = sql(&[&ds, "-c", query, "--maxrows", "0"]);
+    let first_line = cell.lines().next().expect("a line");
+    assert!(shown.contains(first_line), "{first_line} not in\n{shown}");
+}
+
+/// `probelake sql … | head`: the reader leaving early is no error, in every format.
+#[test]
+fn a_reader_that_stops_early_is_no_error() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (base, _) = demo_pair(tmp.path());
+    for format in ["table", "csv", "json", "ndjson"] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_probelake"))
+            .arg("sql")
+            .args([&*base.to_string_lossy(), "-c", "SELECT * FROM dump", "--maxrows", "0", "--format", format])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("probelake starts");
+        let mut head = [0u8; 100];
+        child.stdout.take().expect("stdout").read_exact(&mut head).expect("the first bytes");
+        // The pipe closes here, with most of the output (far more than a pipe buffer) unread.
+        let out = child.wait_with_output().expect("probelake ends");
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
 #[test]
 fn stage_filter_prunes_files() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -118,6 +197,8 @@ fn writes_are_refused_without_allow_write() {
             "{statement}: {err}"
         );
         assert!(!err.contains("panicked"), "{err}");
+        // The refusal wraps DataFusion's own planning error; its prefix is said once.
+        assert_eq!(err.matches("Error during planning").count(), 1, "{statement}: {err}");
     }
     assert!(!target.exists());
     cli::ok(["sql", &base, "--allow-write", "-c", &statements[0]]);

@@ -3,7 +3,9 @@
 //! The `probelake` command line. A thin shell: argument parsing, progress bars and error
 //! reporting live here; every capability lives in the library crates and can be tested alone.
 //!
-//! Exit codes: `0` success, `1` the command ran and the answer is "they differ", `2` an error.
+//! Exit codes: `0` success, `1` the command ran and the answer is "they differ" (`compare`,
+//! `divergence`), `2` an error or a usage mistake, `130` interrupted by Ctrl-C; each command's
+//! `--help` says which it returns when, and docs/cli.md has the table.
 #![warn(missing_docs)]
 
 mod cmd;
@@ -31,7 +33,11 @@ Examples:
   probelake synth ./dumps/big --layers 64 --ranks 32   # a large msprobe tree to try things on
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
   AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a
-  probelake plot divergence ./lake/bug ./lake/base   # divergence.svg and divergence.png")]
+  probelake plot divergence ./lake/bug ./lake/base   # divergence.svg and divergence.png
+
+Exit codes: 0 success; 1 the runs differ (compare: some row is `error`; divergence: the runs
+part), as diff does; 2 an error or a usage mistake; 130 interrupted by Ctrl-C. Each command's
+--help says which it returns when.")]
 pub struct Cli {
     /// Print no progress bars or notes (errors are still printed).
     #[arg(short, long, global = true)]
@@ -151,4 +157,48 @@ fn init_logging(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every command's `--help`, by its path (`plot trend`), subcommands included.
+    fn long_helps() -> Vec<(String, String)> {
+        fn walk(command: &mut clap::Command, path: &str, out: &mut Vec<(String, String)>) {
+            out.push((path.to_string(), command.render_long_help().to_string()));
+            let names: Vec<String> =
+                command.get_subcommands().map(|c| c.get_name().to_string()).filter(|n| n != "help").collect();
+            for name in names {
+                let Some(sub) = command.find_subcommand_mut(&name) else { continue };
+                walk(sub, &format!("{path} {name}"), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&mut Cli::command(), "probelake", &mut out);
+        out
+    }
+
+    #[test]
+    fn every_commands_help_says_its_exit_codes() {
+        let helps = long_helps();
+        assert!(helps.len() >= 13, "{:?}", helps.iter().map(|(p, _)| p).collect::<Vec<_>>());
+        for (path, help) in &helps {
+            assert!(help.contains("Exit code"), "`{path} --help` does not say its exit codes:\n{help}");
+        }
+    }
+
+    #[test]
+    fn the_exit_code_table_lists_every_command() {
+        let table = include_str!("../../../docs/cli.md");
+        for (path, _) in long_helps() {
+            let command = path.trim_start_matches("probelake").trim();
+            if command.is_empty() {
+                continue;
+            }
+            assert!(table.contains(&format!("| `{command}` |")), "docs/cli.md has no row for `{command}`");
+        }
+    }
 }

@@ -149,7 +149,10 @@ fn format_error(err: &anyhow::Error) -> Option<&FormatError> {
 
 /// What to do about a damaged part of a dataset, which depends on the part.
 fn corrupt_hint(location: &str, message: &str) -> Option<&'static str> {
-    if message.contains("upgrade probelake") || message.contains("no probelake dataset here") {
+    if message.contains("upgrade probelake")
+        || message.contains("no probelake dataset here")
+        || message.contains("the manifest is missing")
+    {
         return None; // the message already says what to do
     }
     Some(if location.ends_with("_probelake/manifest.json") {

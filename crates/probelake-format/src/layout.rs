@@ -118,6 +118,11 @@ impl Table {
     pub fn has_api_partition(self) -> bool {
         matches!(self, Table::Dump | Table::Tensor)
     }
+
+    /// The table whose folder (and SQL) name is `name`.
+    pub fn from_name(name: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.name() == name)
+    }
 }
 
 /// Joins a relative path (with `/` separators, segments already encoded) onto `root`.
@@ -212,6 +217,122 @@ pub fn is_unit_data_path(unit: &Unit, table: Table, api: Option<&str>, path: &st
     !name.is_empty() && !name.starts_with('.') && name.ends_with(".parquet") && !name.contains(['/', '\\', '#', '%'])
 }
 
+/// Whether `path` (relative to the dataset root) is exactly where [`Unit::new_file_path`] puts
+/// a data file of some unit:
+/// `{table}/step={int}/stage={value}/rank={int}/[api={value}/]{uuid}.parquet`, with `table` one
+/// of [`Table::ALL`], `api=` exactly for the tables that have it, integers and values written
+/// as probelake writes them (no leading zeros, [`encode_partition_value`]'s encoding) and the
+/// name a UUID's 32 lowercase hex digits.
+///
+/// Vacuum of a folder with no manifest, where no commit record says which files are
+/// probelake's, removes only such files: a path that merely looks like one may be a user's.
+///
+/// ```
+/// use probelake_format::layout::is_layout_data_path;
+/// assert!(is_layout_data_path("dump/step=1/stage=a%20b/rank=0/api=Torch/0123456789abcdef0123456789abcdef.parquet"));
+/// assert!(is_layout_data_path("stack/step=-1/stage=default/rank=3/0123456789abcdef0123456789abcdef.parquet"));
+/// assert!(!is_layout_data_path("dump/step=1/stage=a%20b/rank=0/api=Torch/readme.parquet"));
+/// assert!(!is_layout_data_path("stack/step=1/stage=a/rank=0/api=Torch/0123456789abcdef0123456789abcdef.parquet"));
+/// ```
+pub fn is_layout_data_path(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    let Some((name, folders)) = segments.split_last() else { return false };
+    is_layout_folder_segments(folders) && folders.len() == layout_depth(folders) && is_data_file_name(name)
+}
+
+/// Whether `path` (relative to the dataset root) is a folder of the data layout, or a part of
+/// one: `{table}`, `{table}/step={int}`, … down to the folder that holds a unit's (and family's)
+/// files, each segment written as [`is_layout_data_path`] requires.
+pub fn is_layout_folder(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    is_layout_folder_segments(&segments)
+}
+
+/// The number of folder segments above a data file of the table `folders` starts with (0 when
+/// it names no table).
+fn layout_depth(folders: &[&str]) -> usize {
+    match folders.first().copied().and_then(Table::from_name) {
+        Some(table) if table.has_api_partition() => 5,
+        Some(_) => 4,
+        None => 0,
+    }
+}
+
+fn is_layout_folder_segments(segments: &[&str]) -> bool {
+    let depth = layout_depth(segments);
+    if depth == 0 || segments.len() > depth {
+        return false;
+    }
+    segments.iter().enumerate().skip(1).all(|(i, segment)| match i {
+        1 => segment.strip_prefix("step=").is_some_and(is_written_int),
+        2 => segment.strip_prefix("stage=").is_some_and(is_encoded_partition_value),
+        3 => segment.strip_prefix("rank=").is_some_and(is_written_int),
+        4 => segment.strip_prefix("api=").is_some_and(is_encoded_partition_value),
+        _ => false,
+    })
+}
+
+/// `{32 lowercase hex digits}.parquet`: a simple-form v4 UUID, as [`Unit::new_file_path`] names
+/// files.
+fn is_data_file_name(name: &str) -> bool {
+    name.strip_suffix(".parquet")
+        .is_some_and(|stem| stem.len() == 32 && stem.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// An integer as `{}` writes an `i64`: no sign but `-`, no leading zeros.
+fn is_written_int(text: &str) -> bool {
+    text.parse::<i64>().is_ok_and(|n| n.to_string() == text)
+}
+
+/// Whether `text` is what [`encode_partition_value`] writes for some value: only kept bytes
+/// and `%XX` (upper-case hex) for the others, at most [`MAX_ENCODED_VALUE`] bytes, or such a
+/// prefix and `~` with 16 lower-case hex digits for a shortened value.
+pub fn is_encoded_partition_value(text: &str) -> bool {
+    if matches!(text, "%00" | "%2E" | "%2E%2E") {
+        return true; // "", "." and "..", which are encoded whole
+    }
+    if text.is_empty() || text.len() > MAX_ENCODED_VALUE || text == "." || text == ".." {
+        return false;
+    }
+    let (body, shortened) = match text.split_once('~') {
+        Some((body, hash)) => {
+            if hash.len() != 16 || !hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return false;
+            }
+            (body, true)
+        }
+        None => (text, false),
+    };
+    let bytes = body.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if keeps(b) {
+            decoded.push(b);
+            i += 1;
+            continue;
+        }
+        let upper_hex = |b: &u8| matches!(b, b'0'..=b'9' | b'A'..=b'F');
+        let Some(hex) = bytes.get(i + 1..i + 3).filter(|h| b == b'%' && h.iter().all(upper_hex)) else {
+            return false;
+        };
+        let Some(value) = std::str::from_utf8(hex).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) else {
+            return false;
+        };
+        if keeps(value) {
+            return false; // the encoding keeps these bytes as they are
+        }
+        decoded.push(value);
+        i += 3;
+    }
+    if shortened {
+        // A shortened value's prefix may end inside a character, so it need not be UTF-8.
+        !body.is_empty()
+    } else {
+        std::str::from_utf8(&decoded).is_ok()
+    }
+}
+
 /// Reverses [`encode_partition_value`] (a shortened value gives back its prefix and hash);
 /// `None` when the text is not valid encoded UTF-8.
 pub fn decode_partition_value(text: &str) -> Option<String> {
@@ -299,6 +420,66 @@ mod tests {
         assert!(!is_unit_data_path(&u, Table::Source, Some("x"), "source/step=1/stage=a%20b/rank=0/f.parquet"));
         let fresh = u.new_file_path(&Path::default(), Table::Tensor, Some("é/.."));
         assert!(is_unit_data_path(&u, Table::Tensor, Some("é/.."), fresh.as_ref()), "{fresh}");
+    }
+
+    #[test]
+    fn layout_paths_are_exactly_those_probelake_writes() {
+        let root = Path::default();
+        for (unit, table, api) in [
+            (Unit::new(1, "actor_update", 0), Table::Dump, Some("Functional")),
+            (Unit::new(-1, "a b/../é", 12), Table::Tensor, Some("Torch")),
+            (Unit::new(0, "", -1), Table::Dump, Some("")),
+            (Unit::new(7, "..", 3), Table::Stack, None),
+            (Unit::new(7, ".", 3), Table::Construct, None),
+            (Unit::new(i64::MIN, "é".repeat(300), i64::MAX), Table::Source, None),
+            (Unit::new(2, "x", 0), Table::Dump, Some("~".repeat(200).as_str())),
+        ] {
+            let written = unit.new_file_path(&root, table, api);
+            assert!(is_layout_data_path(written.as_ref()), "{written}");
+            let folder = written.as_ref().rsplit_once('/').map(|(folder, _)| folder).unwrap_or_default();
+            assert!(is_layout_folder(folder), "{folder}");
+            assert!(!is_layout_data_path(folder), "{folder}");
+        }
+        let name = "0123456789abcdef0123456789abcdef.parquet";
+        let ok = format!("dump/step=1/stage=a/rank=0/api=Torch/{name}");
+        assert!(is_layout_data_path(&ok));
+        for bad in [
+            format!("dumps/step=1/stage=a/rank=0/api=Torch/{name}"),
+            format!("Dump/step=1/stage=a/rank=0/api=Torch/{name}"),
+            format!("dump/step=01/stage=a/rank=0/api=Torch/{name}"),
+            format!("dump/step=+1/stage=a/rank=0/api=Torch/{name}"),
+            format!("dump/step=x/stage=a/rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=a b/rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=a%20/rank=0/api=Torch/{name}%"),
+            format!("dump/step=1/stage=%61/rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=%2f/rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=/rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=../rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=a~0123/rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=a/rank=0/{name}"),
+            format!("dump/step=1/stage=a/rank=0/api=Torch/extra/{name}"),
+            format!("dump/step=1/rank=0/stage=a/api=Torch/{name}"),
+            format!("stack/step=1/stage=a/rank=0/api=Torch/{name}"),
+            format!("dump/step=1/stage=a/rank=0/api=Torch/{}", name.to_uppercase()),
+            format!("dump/step=1/stage=a/rank=0/api=Torch/{name}#1"),
+            format!("dump/step=1/stage=a/rank=0/api=Torch/{name}.bak"),
+            format!("/dump/step=1/stage=a/rank=0/api=Torch/{name}"),
+            format!("x/dump/step=1/stage=a/rank=0/api=Torch/{name}"),
+            "dump/step=1/stage=a/rank=0/api=Torch/0123.parquet".to_string(),
+            "dump/step=1/stage=a/rank=0/api=Torch/readme.parquet".to_string(),
+            "dump/readme.parquet".to_string(),
+            format!("dump/{name}"),
+            format!("_probelake/schema/{name}"),
+            String::new(),
+        ] {
+            assert!(!is_layout_data_path(&bad), "{bad}");
+        }
+        for folder in ["dump", "dump/step=1", "dump/step=1/stage=a", "stack/step=1/stage=a/rank=0"] {
+            assert!(is_layout_folder(folder), "{folder}");
+        }
+        for folder in ["", "dumps", "dump/x", "dump/step=1/notes", "stack/step=1/stage=a/rank=0/api=x", "_probelake"] {
+            assert!(!is_layout_folder(folder), "{folder}");
+        }
     }
 
     #[test]

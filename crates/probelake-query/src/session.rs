@@ -224,8 +224,14 @@ async fn plan_in(ctx: &SessionContext, options: SQLOptions, sql: &str) -> Result
     let mut plans = Vec::with_capacity(statements.len());
     for statement in statements {
         let plan = state.statement_to_plan(statement).await?;
-        options.verify_plan(&plan).map_err(|e| {
-            DataFusionError::Plan(format!("{e}; probelake sql is read-only, pass --allow-write to run it"))
+        options.verify_plan(&plan).map_err(|e| match e {
+            // `message()` is the text without DataFusion's "Error during planning: ", which
+            // the new `Plan` error prints again: `{e}` would say it twice.
+            DataFusionError::Plan(_) => DataFusionError::Plan(format!(
+                "{}; probelake sql is read-only, pass --allow-write to run it",
+                e.message()
+            )),
+            other => other,
         })?;
         plans.push(plan);
     }

@@ -25,6 +25,9 @@ scale off by 1 %. Imports both into DIR/lake/{base,attnbug}, prints what is ther
 sql/first_divergence.sql over the pair (the first item where the runs part, per unit) and
 msprobe's compare table for every unit (DIR/compare/step{N}/{stage}/compare_result_rank0.csv).
 
+Exit code: 0 when all of it ran (the compare finds `error` rows on purpose; unlike `probelake
+compare`, the demo still exits 0), 2 on an error, 130 when interrupted by Ctrl-C.
+
 Example:
   probelake demo /tmp/probelake-demo")]
 pub struct Args {

@@ -17,6 +17,10 @@ Rebuilds the folder tree the data came from (e.g. step_1/actor_update/step0/proc
 with dump.json, stack.json, construct.json, debug.json and dump_tensor_data/ files, byte for
 byte as msprobe wrote them.
 
+Exit code: 0 when every file is written, 2 on an error (files already there without --force, a
+damaged dataset, a full disk: the output folder is left as it was), 130 when interrupted by
+Ctrl-C (the files written so far are removed).
+
 Examples:
   probelake export ./lake/run-a ./run-a-msprobe
   probelake export ./lake/run-a ./out --step 1 --stage actor_update --rank 0")]

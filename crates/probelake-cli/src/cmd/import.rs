@@ -18,6 +18,9 @@ SRC may be an msprobe dump_path (step{N}/rank{R}|proc{pid}/dump.json), a verl sa
 Each (step, stage, rank) becomes one unit of DST; importing a unit again replaces it.
 Nothing becomes visible until every dump read cleanly: on bad input DST is left as it was.
 
+Exit code: 0 when every unit is committed, 2 on an error (bad input, an unreadable file, a damaged
+DST, a storage failure), 130 when interrupted by Ctrl-C.
+
 Examples:
   probelake import /data/verl/profile ./lake/run-a
   probelake import ./dump/step0/rank0/dump.json ./lake/run-b --step 7 --stage actor_update")]

@@ -13,6 +13,8 @@ use crate::uri::open_existing;
 One line per unit (step, stage, rank): dump files, entries, leaves, tensors, JSON bytes
 imported, Parquet bytes stored, and task/level/framework; then the totals.
 
+Exit code: 0, or 2 on an error (no dataset there, a damaged manifest or commit record).
+
 Example:
   probelake info ./lake/run-a")]
 pub struct Args {

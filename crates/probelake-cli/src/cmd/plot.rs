@@ -16,6 +16,13 @@ use crate::damage::naming_damage;
 
 /// Draw charts of runs as SVG and PNG.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Charts: trend (statistics across steps, one line per run) and divergence (a heatmap of the
+relative error between a target and a golden run); `probelake plot CHART --help` for each.
+
+Exit code: 0 when the chart files are written (whatever errors a divergence heatmap shows), 2 on
+an error (nothing to draw, a damaged dataset, an unwritable output), 130 when interrupted by
+Ctrl-C.")]
 pub struct Args {
     /// The chart.
     #[command(subcommand)]
@@ -56,6 +63,9 @@ stage when several stages are drawn (narrow with --stage); ranks are combined un
 given. NaN and ±inf are marked above the data, never plotted as numbers.
 
 Writes OUT.svg and OUT.png (or only one, when OUT ends in .svg or .png).
+
+Exit code: 0 when the chart files are written, 2 on an error (nothing to draw, a damaged dataset,
+an unwritable output), 130 when interrupted by Ctrl-C.
 
 Examples:
   probelake plot trend ./lake/base --op Functional.layer_norm
@@ -136,6 +146,10 @@ a target NaN/inf where the golden run is finite is blue. Rows are in execution o
 
 TARGET and GOLDEN are datasets, or msprobe dump folders imported into a temporary dataset.
 Writes OUT.svg and OUT.png (or only one, when OUT ends in .svg or .png).
+
+Exit code: 0 when the chart files are written, however far the runs part (unlike `probelake
+divergence`), 2 on an error (nothing to draw, a damaged dataset, an unwritable output), 130 when
+interrupted by Ctrl-C.
 
 Examples:
   probelake plot divergence ./lake/bug ./lake/base

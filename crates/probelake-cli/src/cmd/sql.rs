@@ -24,6 +24,10 @@ VARCHAR (dump, tensor). msprobe functions: rel_err, is_finite_stats, shape_numel
 (docs/sql.md). Only committed units are visible. Without -c or -f, an interactive prompt opens
 (\\d lists tables, \\d TABLE describes one, \\runs lists runs, \\q quits).
 
+Exit code: 0 when every statement ran; 2 when one fails (the statements after it do not run)
+or a run cannot be opened; 130 when interrupted by Ctrl-C. At the interactive prompt a failed statement is reported and the prompt goes on; leaving
+it (\\q, Ctrl-D) exits 0.
+
 Examples:
   probelake sql ./lake/run-a -c \"SELECT stage, count(*) FROM dump GROUP BY stage\"
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql

@@ -31,6 +31,9 @@ size): about 13 KB of dump.json per layer per forward-only stage and rank at L1,
 training stage; --task tensor adds the .pt files (~2-12 KB each, one per tensor). The
 command prints the estimate before writing.
 
+Exit code: 0 when the tree is written, 2 on an error (OUTPUT is not empty, a full disk: nothing
+is left half written), 130 when interrupted by Ctrl-C.
+
 Examples:
   probelake synth ./dumps/base                              # the demo's shape: 2 layers, 2 steps, 3 stages
   probelake synth ./dumps/bug --bug                         # the same run, last layer's attention off by 1 %

@@ -22,10 +22,21 @@ The grace period protects writers at work: a unit's files are uploaded before it
 until then they look exactly like leftovers. Use --older-than 0s only when nothing is writing
 to the dataset.
 
+A folder with no _probelake/manifest.json (an import killed before its first commit) has no
+records to tell its files apart, and neither does a mistyped path. There vacuum considers only
+files at the exact paths of the dataset layout (<table>/step=N/stage=S/rank=R[/api=A]/<uuid>.parquet,
+their temporaries, _probelake/schema/<table>.parquet), never anything else, and only lists them
+unless --force is given.
+
+Exit code: 0 when the vacuum ran (whether or not it removed anything, and for a listing), 2 on
+an error (no dataset and no import's files there, a damaged manifest or commit record: nothing
+was deleted), 130 when interrupted by Ctrl-C.
+
 Examples:
   probelake vacuum ./lake/run-a --dry-run
   probelake vacuum s3://bucket/run-a --older-than 7d
-  probelake vacuum ./lake/run-a --older-than 0s     # nothing is importing into it now")]
+  probelake vacuum ./lake/run-a --older-than 0s     # nothing is importing into it now
+  probelake vacuum ./lake/killed --older-than 0s --force   # no manifest: remove the import's files")]
 pub struct Args {
     /// The dataset: a folder, file:// or s3:// URL.
     pub dataset: String,
@@ -35,6 +46,10 @@ pub struct Args {
     /// List what would be removed; remove nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Where there is no manifest (an import killed before its first commit), remove the files
+    /// at the layout's paths instead of only listing them.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `90`, `90s`, `30m`, `12h`, `7d` as a duration.
@@ -58,16 +73,37 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Runs the vacuum.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let lake = open_existing(&args.dataset, &ctx.storage)?;
-    if lake.manifest().await?.is_none() {
-        bail!("{}: no probelake dataset here (no _probelake/manifest.json); nothing was deleted", args.dataset);
-    }
-    let options = VacuumOptions { older_than: args.older_than.unwrap_or(DEFAULT_GRACE), dry_run: args.dry_run };
+    let has_manifest = lake.manifest().await?.is_some();
+    // Without a manifest nothing says which files are probelake's, and the path may be a
+    // typo: only a listing unless asked for more.
+    let listing_only = !has_manifest && !args.force && !args.dry_run;
+    let options = VacuumOptions {
+        older_than: args.older_than.unwrap_or(DEFAULT_GRACE),
+        dry_run: args.dry_run || listing_only,
+        without_manifest: !has_manifest,
+    };
     let report = lake.vacuum(&options).await.with_context(|| format!("vacuuming {}", args.dataset))?;
+    if report.without_manifest && report.removed.is_empty() && report.kept_recent == 0 {
+        bail!(
+            "{}: no probelake dataset here (no _probelake/manifest.json), and no files an interrupted import left \
+             (none at the dataset layout's paths); nothing was deleted",
+            args.dataset
+        );
+    }
+    if report.without_manifest {
+        ctx.note(&format!(
+            "note: {} has no _probelake/manifest.json (no import committed into it): only files at the dataset \
+             layout's exact paths are considered; the {} other file(s) and folder(s) under its table folders and \
+             _probelake/ are kept",
+            args.dataset, report.kept_foreign
+        ));
+    }
     let mut out = std::io::stdout().lock();
     for leftover in &report.removed {
         let kind = match leftover.kind {
             LeftoverKind::DataFile => "uncommitted",
             LeftoverKind::Temporary => "temporary",
+            LeftoverKind::ReaderSchema => "reader schema",
         };
         writeln!(out, "{}{kind} {}", if report.dry_run { "would remove " } else { "removed " }, leftover.path)?;
     }
@@ -80,10 +116,29 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         report.kept_recent,
         describe(options.older_than)
     )?;
+    if listing_only && report.without_manifest && !report.removed.is_empty() {
+        let mut again = format!("probelake vacuum {}", shell_word(&args.dataset));
+        if let Some(older_than) = args.older_than {
+            again.push_str(&format!(" --older-than {}", describe(older_than)));
+        }
+        writeln!(
+            out,
+            "nothing was removed: without a manifest vacuum only lists; to remove these, run: {again} --force"
+        )?;
+    }
     if report.kept_recent > 0 {
         ctx.note("note: files younger than --older-than may belong to a write in progress and are kept");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `text` as one shell word: as it is when it holds nothing a shell treats specially, else in
+/// single quotes.
+fn shell_word(text: &str) -> String {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-:=+@%,".contains(&b)) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 fn describe(d: Duration) -> String {
@@ -111,5 +166,14 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         assert_eq!(describe(Duration::from_secs(86_400)), "1d");
+    }
+
+    #[test]
+    fn paths_are_quoted_for_the_shell_when_needed() {
+        assert_eq!(shell_word("./lake/run-a"), "./lake/run-a");
+        assert_eq!(shell_word("s3://bucket/run=1"), "s3://bucket/run=1");
+        assert_eq!(shell_word("my lake"), "'my lake'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
     }
 }
