@@ -220,6 +220,8 @@ pub struct UnitPair<'a> {
     /// The target's rank or proc folder when two step folders were paired: msprobe names the
     /// result `compare_result_{folder}_{timestamp}.csv` after it.
     pub target_folder: Option<&'a str>,
+    /// The golden run's rank or proc folder when two step folders were paired.
+    pub golden_folder: Option<&'a str>,
 }
 
 /// The pairs to compare, in the target's order, and what was left out.
@@ -375,7 +377,7 @@ pub fn pair_units<'a>(target: Side<'a>, golden: Side<'a>, choice: &UnitChoice) -
         _ if choice.is_explicit() => by_units(target.units, golden.units, choice),
         (InputKind::DumpFile, InputKind::DumpFile) => match (target.units, golden.units) {
             ([t], [g]) => {
-                let pairs = vec![UnitPair { target: t, golden: g, target_folder: None }];
+                let pairs = vec![UnitPair { target: t, golden: g, target_folder: None, golden_folder: None }];
                 (PairingRule::DumpFiles, pairs, Vec::new())
             }
             // A file imports as one unit; anything else is no longer a pair of files.
@@ -415,7 +417,7 @@ fn by_units<'a>(target: &'a [CommitRecord], golden: &'a [CommitRecord], choice: 
     let mut skipped = Vec::new();
     for &t in &t_kept {
         match g_kept.iter().find(|g| choice.pairs(&t.unit, &g.unit)) {
-            Some(&g) => pairs.push(UnitPair { target: t, golden: g, target_folder: None }),
+            Some(&g) => pairs.push(UnitPair { target: t, golden: g, target_folder: None, golden_folder: None }),
             None if explicit => {
                 skipped.push(format!("target {}: the golden run has no {}", t.unit, choice.partner_of(&t.unit)))
             }
@@ -447,7 +449,12 @@ fn by_folders<'a>(
         let t = unit_of_folder("target", target, tf)?;
         let g = unit_of_folder("golden", golden, gf)?;
         match (t, g) {
-            (Some(t), Some(g)) => pairs.push(UnitPair { target: t, golden: g, target_folder: Some(&tf.name) }),
+            (Some(t), Some(g)) => pairs.push(UnitPair {
+                target: t,
+                golden: g,
+                target_folder: Some(&tf.name),
+                golden_folder: Some(&gf.name),
+            }),
             (t, _) => {
                 let (side, folder) = if t.is_none() { ("target", tf) } else { ("golden", gf) };
                 skipped.push(format!(
