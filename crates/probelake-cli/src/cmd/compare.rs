@@ -79,7 +79,7 @@ The output is msprobe 26.2's table, cell for cell, named as msprobe names it:
 compare_result_{{timestamp}}.csv for a dump.json target; compare_result_rank{{R}}_{{timestamp}}.csv
 (after the target's rank folder for step folders, its rank otherwise; compare_result_proc{{pid}}_...
 for a process folder) side by side for the ranks of a step, in OUTDIR/step{{N}}/{{stage}}/ when
-several of the target's steps or stages are compared.
+several of the target's steps or stages are compared. The timestamp is local time, as msprobe's.
 
 Exit code: 0 when no row's Result is `error`, 1 when some are, 2 on errors.
 
@@ -412,11 +412,48 @@ fn print_table(result: &UnitComparison) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Local time as msprobe stamps its files (`%Y%m%d%H%M%S`); UTC here, as we carry no tz data.
+/// Local time as msprobe stamps its files (`time.strftime("%Y%m%d%H%M%S", time.localtime())`).
 fn timestamp() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+    local_stamp(secs).unwrap_or_else(|| utc_stamp(secs))
+}
+
+/// `secs` since the epoch in the local time zone (`TZ`, else /etc/localtime), as
+/// `%Y%m%d%H%M%S`; `None` where the C library cannot say.
+#[cfg(unix)]
+fn local_stamp(secs: i64) -> Option<String> {
+    // time_t is 32 bits on some targets.
+    #[allow(clippy::useless_conversion)]
+    let time: libc::time_t = secs.try_into().ok()?;
+    // SAFETY: `tm` is plain data that `localtime_r` fills in; both pointers are valid for the
+    // call, and the reentrant form shares no static buffer with other threads.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&time, &mut tm).is_null() {
+            return None;
+        }
+        tm
+    };
+    Some(format!(
+        "{:04}{:02}{:02}{:02}{:02}{:02}",
+        i64::from(tm.tm_year) + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    ))
+}
+
+#[cfg(not(unix))]
+fn local_stamp(_secs: i64) -> Option<String> {
+    None
+}
+
+/// `secs` since the epoch in UTC, as `%Y%m%d%H%M%S`: where no local time can be had.
+fn utc_stamp(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     format!("{y:04}{m:02}{d:02}{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
@@ -441,6 +478,7 @@ mod tests {
     fn civil_dates() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));
         assert_eq!(super::civil_from_days(20_779), (2026, 11, 22));
+        assert_eq!(super::utc_stamp(1_795_306_985), "20261122002305");
     }
 
     #[test]
