@@ -320,6 +320,9 @@ impl fmt::Display for NothingPaired {
         let flags = self.choice.flags();
         match (self.rule, flags.is_empty()) {
             (PairingRule::Units, true) => write!(f, "no (step, stage, rank) is in both runs")?,
+            (PairingRule::Units, false) if !self.choice.is_explicit() => {
+                write!(f, "no (step, stage, rank) is in both runs with {flags}")?
+            }
             (PairingRule::Units, false) => write!(f, "no target unit pairs with a golden unit under {flags}")?,
             (_, false) => write!(f, "{flags} leaves no pair to compare")?,
             (_, true) => write!(f, "no pair of the step folders' dump folders holds a dump file on both sides")?,

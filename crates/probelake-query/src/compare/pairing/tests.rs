@@ -204,6 +204,7 @@ fn nothing_paired_says_which_flags_pair() {
     let err = pair_units(Side { kind: &kind, units: &run }, Side { kind: &kind, units: &run }, &choice)
         .unwrap_err()
         .to_string();
+    assert!(err.starts_with("no (step, stage, rank) is in both runs with --rank 5\n"), "{err}");
     assert!(err.contains("is in both runs: leave out the flags that exclude it"), "{err}");
 }
 
