@@ -270,3 +270,35 @@ fn compare_stamps_results_in_local_time() {
         assert!((before..=after).contains(&utc), "TZ={zone}: stamp {stamp} is not UTC+8 of {before}..={after}");
     }
 }
+
+/// The join of two different units that docs/sql.md shows runs over one run given twice and
+/// pairs step 2's outputs with step 1's of the same stage, rank and item.
+#[tokio::test(flavor = "multi_thread")]
+async fn documented_join_of_two_steps_runs() {
+    use probelake_query::datafusion::arrow::array::{Array, AsArray};
+    use probelake_query::datafusion::arrow::datatypes::Float64Type;
+    use probelake_query::{Run, RunSession};
+
+    let Some(fixtures) = root() else { return };
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/sql.md")).expect("docs/sql.md");
+    let start = doc.find("```sql\n-- Outputs of global step 2").expect("the documented join") + "```sql\n".len();
+    let query = doc.get(start..).and_then(|rest| rest.split("```").next()).expect("its end");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let lake = probelake_format::Lake::local(tmp.path()).expect("lake");
+    let src = fixtures.join("runs/verl-l1-stats-attnbug");
+    probelake_format::msprobe::import(&src, &lake, &Default::default(), &probelake_format::msprobe::NoProgress)
+        .await
+        .expect("import");
+    let session = RunSession::open(vec![Run::new("target", lake.clone()), Run::new("golden", lake)], false)
+        .await
+        .expect("session");
+    let batches = session.collect(query).await.expect("the documented join runs");
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 10);
+    let batch = batches.iter().find(|b| b.num_rows() > 0).expect("rows");
+    let (t, g) =
+        (batch.column_by_name("target_norm").expect("column"), batch.column_by_name("golden_norm").expect("column"));
+    let (t, g) = (t.as_primitive::<Float64Type>(), g.as_primitive::<Float64Type>());
+    // The largest change first: two different steps, not a unit joined with itself.
+    assert!(t.is_valid(0) && g.is_valid(0) && t.value(0) != g.value(0), "{t:?} {g:?}");
+}
