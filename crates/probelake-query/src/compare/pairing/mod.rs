@@ -99,10 +99,15 @@ impl<T: PartialEq> Pick<T> {
         }
     }
 
+    /// Whether each side has its own value.
+    fn is_each(&self) -> bool {
+        matches!(self, Pick::Each { .. })
+    }
+
     /// Whether a target value and a golden value pair in this dimension: equal ones, unless
     /// each side's value is given (both sides were filtered to it already).
     fn pairs(&self, target: &T, golden: &T) -> bool {
-        matches!(self, Pick::Each { .. }) || target == golden
+        self.is_each() || target == golden
     }
 }
 
@@ -120,12 +125,7 @@ pub struct UnitChoice {
 impl UnitChoice {
     /// Whether any dimension has a value per side: then the flags, not the inputs, pair.
     pub fn is_explicit(&self) -> bool {
-        [
-            matches!(self.step, Pick::Each { .. }),
-            matches!(self.stage, Pick::Each { .. }),
-            matches!(self.rank, Pick::Each { .. }),
-        ]
-        .contains(&true)
+        self.step.is_each() || self.stage.is_each() || self.rank.is_each()
     }
 
     fn target_keeps(&self, u: &Unit) -> bool {
@@ -341,13 +341,9 @@ impl fmt::Display for NothingPaired {
             ),
             Some((t, g)) => {
                 let pick = UnitChoice {
-                    step: if t.step == g.step { Pick::Any } else { Pick::Each { target: t.step, golden: g.step } },
-                    stage: if t.stage == g.stage {
-                        Pick::Any
-                    } else {
-                        Pick::Each { target: t.stage.clone(), golden: g.stage.clone() }
-                    },
-                    rank: if t.rank == g.rank { Pick::Any } else { Pick::Each { target: t.rank, golden: g.rank } },
+                    step: suggest(&self.choice.step, &t.step, &g.step),
+                    stage: suggest(&self.choice.stage, &t.stage, &g.stage),
+                    rank: suggest(&self.choice.rank, &t.rank, &g.rank),
                 };
                 write!(f, "\n  to compare target {t} with golden {g}, give: {}", pick.flags())?;
                 if !flags.is_empty() {
@@ -357,6 +353,16 @@ impl fmt::Display for NothingPaired {
             }
             None => write!(f, "\n  a side holds no unit: `probelake info` lists each run's units"),
         }
+    }
+}
+
+/// The pick of one dimension that pairs target value `t` with golden value `g`: a value per
+/// side where they differ, else the `--{dimension}` given when it still holds.
+fn suggest<T: Clone + PartialEq>(given: &Pick<T>, t: &T, g: &T) -> Pick<T> {
+    match given {
+        _ if t != g => Pick::Each { target: t.clone(), golden: g.clone() },
+        Pick::Both(v) if v == t => Pick::Both(v.clone()),
+        _ => Pick::Any,
     }
 }
 
@@ -509,9 +515,9 @@ fn nothing_paired(
     // inside them (those were asked to differ).
     let score = |t: &Unit, g: &Unit| {
         let dims = [
-            (matches!(choice.step, Pick::Each { .. }), t.step != g.step),
-            (matches!(choice.stage, Pick::Each { .. }), t.stage != g.stage),
-            (matches!(choice.rank, Pick::Each { .. }), t.rank != g.rank),
+            (choice.step.is_each(), t.step != g.step),
+            (choice.stage.is_each(), t.stage != g.stage),
+            (choice.rank.is_each(), t.rank != g.rank),
         ];
         let outside = dims.iter().filter(|(each, differs)| !each && *differs).count();
         let same_inside = dims.iter().filter(|(each, differs)| *each && !differs).count();

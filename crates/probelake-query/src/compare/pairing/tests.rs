@@ -194,6 +194,12 @@ fn nothing_paired_says_which_flags_pair() {
         err.ends_with("give: --target-step 2 --golden-step 1 (instead of --target-step 2 --golden-step 7)"),
         "{err}"
     );
+    // A --stage that still holds stays in the flags suggested.
+    let choice = UnitChoice { step: each(2, 7), stage: Pick::Both("actor update".into()), ..Default::default() };
+    let err = pair_units(Side { kind: &kind, units: &run }, Side { kind: &kind, units: &run }, &choice)
+        .unwrap_err()
+        .to_string();
+    assert!(err.ends_with("give: --target-step 2 --golden-step 1 --stage 'actor update' (instead of --target-step 2 --golden-step 7 --stage 'actor update')"), "{err}");
     let choice = UnitChoice { stage: each("actor update".into(), "x".into()), ..Default::default() };
     let err = pair_units(Side { kind: &kind, units: &run }, Side { kind: &kind, units: &run }, &choice)
         .unwrap_err()
