@@ -66,7 +66,7 @@ const CASES: &[Case] = &[
 
 /// An RFC 4180 reader for what Python's csv module writes (quoted fields may hold `,`, `"`
 /// doubled, and newlines).
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     let mut row = Vec::new();
     let mut field = String::new();
@@ -123,12 +123,17 @@ fn same_cell(column: &str, ours: &str, theirs: &str) -> bool {
 fn first_difference(ours: &UnitComparison, reference: &[Vec<String>]) -> Option<String> {
     let mut buf = Vec::new();
     ours.write_csv(&mut buf).ok()?;
-    let written = parse_csv(&String::from_utf8_lossy(&buf));
+    first_csv_difference(&parse_csv(&String::from_utf8_lossy(&buf)), reference)
+}
+
+/// The first cell where a CSV we wrote (`written`, parsed) differs from msprobe's, if any.
+pub fn first_csv_difference(written: &[Vec<String>], reference: &[Vec<String>]) -> Option<String> {
     let (ref_header, ref_rows) = reference.split_first()?;
-    if &written[0] != ref_header {
-        return Some(format!("header differs:\n ours   {:?}\n theirs {ref_header:?}", written[0]));
+    let Some((header, rows)) = written.split_first() else { return Some("we wrote nothing".into()) };
+    if header != ref_header {
+        return Some(format!("header differs:\n ours   {header:?}\n theirs {ref_header:?}"));
     }
-    for (i, (a, b)) in written[1..].iter().zip(ref_rows).enumerate() {
+    for (i, (a, b)) in rows.iter().zip(ref_rows).enumerate() {
         for (j, column) in ref_header.iter().enumerate() {
             let (x, y) = (a.get(j).map_or("<missing>", String::as_str), b.get(j).map_or("<missing>", String::as_str));
             if !same_cell(column, x, y) {

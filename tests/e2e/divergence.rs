@@ -106,3 +106,33 @@ fn ranks_of_one_step_are_written_side_by_side() {
         assert!(stamp.is_some_and(|s| s.len() == 14 && s.bytes().all(|b| b.is_ascii_digit())), "{files:?}");
     }
 }
+
+/// `--target-step 2 --golden-step 1` compares a verl run with itself a step back; each row
+/// carries the target's key and is the row of the two stage folders compared directly.
+#[test]
+fn divergence_pairs_a_step_with_another_step() {
+    let Some(fixtures) = root() else { return };
+    let run = fixtures.join("runs/verl-l1-stats-attnbug");
+    let csv = |args: &[&std::ffi::OsStr]| {
+        let mut all = vec![std::ffi::OsStr::new("divergence")];
+        all.extend_from_slice(args);
+        all.extend(["--threshold", "0", "--format", "csv"].map(std::ffi::OsStr::new));
+        let out = cli::probelake(all);
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let flags = csv(&[run.as_os_str(), run.as_os_str(), os("--target-step"), os("2"), os("--golden-step"), os("1")]);
+    let rows: Vec<&str> = flags.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "one row per stage:\n{flags}");
+    assert!(rows.iter().all(|r| r.starts_with("2,")), "{flags}");
+    let (t, g) = (run.join("step_2/actor_update/step0"), run.join("step_1/actor_update/step0"));
+    let direct = csv(&[t.as_os_str(), g.as_os_str()]);
+    let direct_row = direct.lines().nth(1).expect("a row");
+    assert!(direct_row.starts_with("2,actor_update,-1,"), "{direct}");
+    assert!(rows.contains(&direct_row), "{direct_row} not in:\n{flags}");
+    let out =
+        cli::probelake([os("divergence"), run.as_os_str(), run.as_os_str(), os("--target-stage"), os("actor_update")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--target-stage actor_update needs --golden-stage"));
+}

@@ -4,6 +4,7 @@
 mod bad_input;
 mod cli;
 mod compare;
+mod compare_pairs;
 mod concurrency;
 mod crash;
 mod divergence;

@@ -9,11 +9,13 @@
 #![warn(missing_docs)]
 
 mod cmd;
+mod compare_input;
 mod damage;
 mod output;
 mod progress;
 mod repl;
 mod report;
+mod unit_pairs;
 mod uri;
 mod xlsx;
 

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use anyhow::{bail, Context as _};
 use probelake_format::layout::encode_partition_value;
 use probelake_format::output_tree::OutputTree;
-use probelake_format::{CommitRecord, Lake, StorageOptions, Unit};
+use probelake_format::{Lake, StorageOptions, Unit};
 use probelake_msprobe::{import, ImportOptions, NoProgress, Progress as _};
+use probelake_query::compare::pairing::PairingRule;
 use probelake_query::compare::{CompareError, CompareMode, CompareOptions, Comparison, PlannedUnit, UnitComparison};
 
 use super::Context;
 use crate::progress::Bar;
+use crate::unit_pairs::{pair_text, Runs, UnitArgs, PAIRING_HELP};
 use crate::uri::{local_dir, open_lake};
 
 /// The compare mode on the command line.
@@ -43,20 +45,7 @@ pub enum CompareFormat {
 
 /// Compare a target run with a golden run, as `msprobe compare` does.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
-TARGET (the NPU side) and GOLDEN (the bench side) are datasets, or msprobe dump folders /
-dump.json files, which are imported into a temporary dataset first. Every (step, stage, rank)
-present in both is compared (narrow with --step/--stage/--rank); the output is msprobe 26.2's
-table, cell for cell, named as msprobe names it: compare_result_{timestamp}.csv for two dump.json
-files, else compare_result_rank{R}_{timestamp}.csv per unit (compare_result_proc{pid}_... for a
-process folder), side by side for the ranks of a step, in OUTDIR/step{N}/{stage}/ when several
-steps or stages are compared.
-
-Exit code: 0 when no row's Result is `error`, 1 when some are, 2 on errors.
-
-Examples:
-  probelake compare ./lake/npu ./lake/gpu -o ./cmp
-  probelake compare npu/step0/rank0/dump.json gpu/step0/rank0/dump.json -o ./cmp")]
+#[command(after_help = after_help())]
 pub struct Args {
     /// The target run (dataset, msprobe folder or dump.json).
     pub target: String,
@@ -65,15 +54,6 @@ pub struct Args {
     /// Folder for the result files.
     #[arg(short = 'o', long = "output", default_value = "./output")]
     pub output: PathBuf,
-    /// Only this step.
-    #[arg(long, allow_hyphen_values = true)]
-    pub step: Option<i64>,
-    /// Only this stage.
-    #[arg(long)]
-    pub stage: Option<String>,
-    /// Only this rank.
-    #[arg(long, allow_hyphen_values = true)]
-    pub rank: Option<i64>,
     /// The comparison mode.
     #[arg(long, value_enum, default_value = "auto")]
     pub mode: ModeArg,
@@ -83,6 +63,33 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "csv")]
     pub format: CompareFormat,
+    /// Which units are compared with which.
+    #[command(flatten)]
+    pub units: UnitArgs,
+}
+
+fn after_help() -> String {
+    format!(
+        "\
+TARGET (the NPU side) and GOLDEN (the bench side) are datasets, or msprobe dump folders /
+dump.json files, which are imported into a temporary dataset first.
+
+{PAIRING_HELP}
+The output is msprobe 26.2's table, cell for cell, named as msprobe names it:
+compare_result_{{timestamp}}.csv for a dump.json target; compare_result_rank{{R}}_{{timestamp}}.csv
+(after the target's rank folder for step folders, its rank otherwise; compare_result_proc{{pid}}_...
+for a process folder) side by side for the ranks of a step, in OUTDIR/step{{N}}/{{stage}}/ when
+several of the target's steps or stages are compared. The timestamp is local time, as msprobe's.
+
+Exit code: 0 when no row's Result is `error`, 1 when some are, 2 on errors.
+
+Examples:
+  probelake compare ./lake/npu ./lake/gpu -o ./cmp
+  probelake compare run/step1 run/step0 -o ./cmp          # rank folders by position
+  probelake compare run/step0/rank1/dump.json run/step0/rank0/dump.json -o ./cmp
+  probelake compare ./lake/run ./lake/run --target-step 2 --golden-step 1 -o ./cmp
+  probelake compare ./lake/npu ./lake/gpu --step 0 --target-rank 1 --golden-rank 0 -o ./cmp"
+    )
 }
 
 /// A run given on the command line: an existing dataset, or msprobe files imported into a
@@ -90,7 +97,15 @@ pub struct Args {
 pub struct Opened {
     /// The dataset.
     pub lake: Lake,
-    _tmp: Option<tempfile::TempDir>,
+    _tmp: Option<Arc<tempfile::TempDir>>,
+}
+
+impl Opened {
+    /// The same run again, for the other side of a comparison within one run: the temporary
+    /// dataset lives until both are dropped.
+    pub fn share(&self) -> Opened {
+        Opened { lake: self.lake.clone(), _tmp: self._tmp.clone() }
+    }
 }
 
 /// Opens `arg` as a dataset, importing msprobe files on the fly.
@@ -105,40 +120,19 @@ pub async fn open_run(arg: &str, what: &str, storage: &StorageOptions) -> anyhow
             import(&dir, &lake, &ImportOptions::default(), &NoProgress)
                 .await
                 .with_context(|| format!("importing {what} {arg}"))?;
-            return Ok(Opened { lake, _tmp: Some(tmp) });
+            return Ok(Opened { lake, _tmp: Some(Arc::new(tmp)) });
         }
     }
     Ok(Opened { lake: open_lake(arg, storage)?, _tmp: None })
 }
 
-/// The units in both runs that pass the filters, and notes on those skipped.
-pub fn pair_units<'a>(
-    target: &'a [CommitRecord],
-    golden: &'a [CommitRecord],
-    select: impl Fn(&Unit) -> bool,
-) -> (Vec<(&'a CommitRecord, &'a CommitRecord)>, Vec<String>) {
-    let mut pairs = Vec::new();
-    let mut skipped = Vec::new();
-    for t in target.iter().filter(|r| select(&r.unit)) {
-        match golden.iter().find(|g| g.unit == t.unit) {
-            Some(g) => pairs.push((t, g)),
-            None => skipped.push(format!("{} is only in the target", t.unit)),
-        }
-    }
-    for g in golden.iter().filter(|r| select(&r.unit)) {
-        if !target.iter().any(|t| t.unit == g.unit) {
-            skipped.push(format!("{} is only in the golden run", g.unit));
-        }
-    }
-    (pairs, skipped)
-}
-
-/// msprobe's name for a result: `compare_result_{ts}` for two dump.json files, else suffixed
-/// with the target's rank folder (`_rank{R}`, or `_proc{pid}` for a lone process folder).
+/// msprobe's name for a result: `compare_result_{ts}` for a dump.json target, suffixed with
+/// the target's folder (`_rank{R}`, `_proc{pid}`) for step folders; for other inputs, with the
+/// unit's rank, or the pid of its lone process folder.
 fn file_name(
     unit: &Unit,
     target_files: &[(Option<i64>, Option<i64>)],
-    from_file: bool,
+    naming: Naming<'_>,
     stamp: &str,
     ext: &str,
 ) -> String {
@@ -146,10 +140,34 @@ fn file_name(
         [(_, Some(pid))] => Some(*pid),
         _ => None,
     };
-    match (from_file, unit.rank, pid) {
-        (false, rank, _) if rank >= 0 => format!("compare_result_rank{rank}_{stamp}.{ext}"),
-        (false, _, Some(pid)) => format!("compare_result_proc{pid}_{stamp}.{ext}"),
+    match (naming, unit.rank, pid) {
+        (Naming::Folder(folder), _, _) => format!("compare_result_{folder}_{stamp}.{ext}"),
+        (Naming::Unit, rank, _) if rank >= 0 => format!("compare_result_rank{rank}_{stamp}.{ext}"),
+        (Naming::Unit, _, Some(pid)) => format!("compare_result_proc{pid}_{stamp}.{ext}"),
         _ => format!("compare_result_{stamp}.{ext}"),
+    }
+}
+
+/// What a result file is named after.
+#[derive(Debug, Clone, Copy)]
+enum Naming<'a> {
+    /// Nothing: a dump.json target.
+    File,
+    /// The target's rank or proc folder of a step folder.
+    Folder(&'a str),
+    /// The target's unit.
+    Unit,
+}
+
+impl<'a> Naming<'a> {
+    /// As msprobe names it: after the target's step folder's `folder`, after nothing for
+    /// two dump files or any dump.json target, after the unit otherwise.
+    fn of(folder: Option<&'a str>, rule: PairingRule, target_is_file: bool) -> Self {
+        match folder {
+            Some(folder) => Naming::Folder(folder),
+            None if rule == PairingRule::DumpFiles || target_is_file => Naming::File,
+            None => Naming::Unit,
+        }
     }
 }
 
@@ -168,40 +186,23 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         ModeArg::Md5 => Some(CompareMode::Md5),
         ModeArg::Tensor => Some(CompareMode::Tensor),
     };
-    // Importing dump files keeps a core busy per side: both sides at once.
-    let open = |arg: &str, what: &'static str| {
-        let (arg, storage) = (arg.to_owned(), ctx.storage.clone());
-        tokio::spawn(async move { open_run(&arg, what, &storage).await })
-    };
-    let (target, golden) = (open(&args.target, "target"), open(&args.golden, "golden"));
-    let (target, golden) =
-        (target.await.context("opening the target")??, golden.await.context("opening the golden run")??);
-    let (t_units, g_units) = (target.lake.units().await?, golden.lake.units().await?);
-    let select = |u: &Unit| {
-        args.step.is_none_or(|s| s == u.step)
-            && args.stage.as_deref().is_none_or(|s| s == u.stage)
-            && args.rank.is_none_or(|r| r == u.rank)
-    };
-    let (pairs, skipped) = pair_units(&t_units, &g_units, select);
-    for note in &skipped {
-        ctx.note(&format!("skipped: {note}"));
-    }
-    if pairs.is_empty() {
-        bail!(
-            "no (step, stage, rank) is in both runs{}; `probelake info` lists each run's units",
-            if skipped.is_empty() { "" } else { " (see the skipped units above)" }
-        );
-    }
-    let from_file = Path::new(&args.target).is_file();
+    let choice = args.units.choice()?;
+    let runs = Runs::open(&args.target, &args.golden, &ctx.storage).await?;
+    let (target, golden) = (&runs.target, &runs.golden);
+    let pairing = runs.pair(ctx, &choice)?;
+    let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
+    let target_is_file = Path::new(&args.target).is_file();
     // msprobe writes one flat compare_result_rank{R}_*.csv per rank of a step folder; folders
     // are only needed to keep several steps or stages apart.
-    let nested =
-        pairs.iter().any(|(t, _)| (t.unit.step, &t.unit.stage) != (pairs[0].0.unit.step, &pairs[0].0.unit.stage));
+    let nested = pairs.first().is_some_and(|first| {
+        let (step, stage) = (first.target.unit.step, &first.target.unit.stage);
+        pairs.iter().any(|p| p.target.unit.step != step || &p.target.unit.stage != stage)
+    });
     let comparison = Arc::new(Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }));
-    let mut sink = Sink::new(&args, nested, from_file, timestamp());
+    let mut sink = Sink::new(&args, nested, timestamp());
     // Counted in the target's dump.json bytes, as import and export count.
     let bar = Bar::new("comparing", ctx.quiet);
-    bar.start(pairs.iter().map(|(t, _)| t.counts.json_bytes).sum(), pairs.len());
+    bar.start(pairs.iter().map(|p| p.target.counts.json_bytes).sum(), pairs.len());
     // A few units in flight, each its own task: one unit's query runs while another's rows
     // are built. Results are taken in unit order, so the first error is the first unit's.
     let compared = async {
@@ -209,16 +210,17 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         let mut queue = pairs.iter();
         loop {
             while in_flight.len() < UNITS_IN_FLIGHT {
-                let Some(&(t, g)) = queue.next() else { break };
-                let (comparison, unit_t, unit_g) = (Arc::clone(&comparison), t.clone(), g.clone());
+                let Some(pair) = queue.next() else { break };
+                let (comparison, unit_t, unit_g) = (Arc::clone(&comparison), pair.target.clone(), pair.golden.clone());
                 let task = async move { comparison.plan_unit(&unit_t, &unit_g).await };
-                in_flight.push_back((t, g, tokio::spawn(task)));
+                in_flight.push_back((pair, tokio::spawn(task)));
             }
-            let Some((t, g, task)) = in_flight.pop_front() else { break };
+            let Some((pair, task)) = in_flight.pop_front() else { break };
+            let (t, g) = (pair.target, pair.golden);
             let result = match task.await.context("a comparison task failed")? {
                 Ok(result) => result,
                 Err(e) => {
-                    let e = anyhow::Error::new(e).context(format!("comparing {}", t.unit));
+                    let e = anyhow::Error::new(e).context(format!("comparing {}", pair_text(t, g)));
                     let damaged = async {
                         match target.lake.first_damaged_file(std::slice::from_ref(t)).await {
                             Some(damage) => Some(damage),
@@ -228,7 +230,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                     return Err(crate::damage::name_damaged_file(e, damaged).await);
                 }
             };
-            sink.add(result)?;
+            sink.add(result, Naming::of(pair.target_folder, pairing.rule, target_is_file), &pair_text(t, g))?;
             bar.advance(t.counts.json_bytes);
         }
         anyhow::Ok(())
@@ -263,7 +265,6 @@ struct Sink {
     xlsx: bool,
     output: PathBuf,
     nested: bool,
-    from_file: bool,
     stamp: String,
     tree: OutputTree,
     tables: Vec<UnitComparison>,
@@ -272,13 +273,12 @@ struct Sink {
 }
 
 impl Sink {
-    fn new(args: &Args, nested: bool, from_file: bool, stamp: String) -> Self {
+    fn new(args: &Args, nested: bool, stamp: String) -> Self {
         Sink {
             format: args.format,
             xlsx: args.xlsx,
             output: args.output.clone(),
             nested,
-            from_file,
             stamp,
             tree: OutputTree::new(&args.output, true),
             tables: Vec::new(),
@@ -287,10 +287,11 @@ impl Sink {
         }
     }
 
-    fn add(&mut self, planned: PlannedUnit) -> anyhow::Result<()> {
+    /// Writes (or keeps) one pair's result, named by `naming`; `what` names the pair in errors.
+    fn add(&mut self, planned: PlannedUnit, naming: Naming<'_>, what: &str) -> anyhow::Result<()> {
         let ext = match self.format {
             CompareFormat::Table => {
-                let result = collect(planned)?;
+                let result = collect(planned, what)?;
                 self.errors += result.rows_with_result("error");
                 self.tables.push(result);
                 return Ok(());
@@ -305,7 +306,7 @@ impl Sink {
         } else {
             PathBuf::new()
         };
-        let rel = dir.join(file_name(&unit, planned.target_files(), self.from_file, &self.stamp, ext));
+        let rel = dir.join(file_name(&unit, planned.target_files(), naming, &self.stamp, ext));
         let written = match self.format {
             // Built as it is written: a CSV is the largest output (200 MB for a 100 MB pair).
             CompareFormat::Csv if !self.xlsx => {
@@ -325,12 +326,12 @@ impl Sink {
                     }
                 });
                 if let Some(e) = failed {
-                    return Err(anyhow::Error::new(e).context(format!("comparing {unit}")));
+                    return Err(anyhow::Error::new(e).context(format!("comparing {what}")));
                 }
                 written.map_err(anyhow::Error::from)
             }
             _ => {
-                let result = collect(planned)?;
+                let result = collect(planned, what)?;
                 self.errors += result.rows_with_result("error");
                 render_result(&result, self.xlsx)
                     .and_then(|bytes| self.tree.write(&rel, &bytes).map_err(anyhow::Error::from))
@@ -356,10 +357,9 @@ impl Sink {
     }
 }
 
-/// The whole table of a planned unit.
-fn collect(planned: PlannedUnit) -> anyhow::Result<UnitComparison> {
-    let unit = planned.unit().clone();
-    planned.collect().with_context(|| format!("comparing {unit}"))
+/// The whole table of a planned unit (`what` names the pair in errors).
+fn collect(planned: PlannedUnit, what: &str) -> anyhow::Result<UnitComparison> {
+    planned.collect().with_context(|| format!("comparing {what}"))
 }
 
 /// The bytes of a Parquet or .xlsx result.
@@ -412,11 +412,48 @@ fn print_table(result: &UnitComparison) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Local time as msprobe stamps its files (`%Y%m%d%H%M%S`); UTC here, as we carry no tz data.
+/// Local time as msprobe stamps its files (`time.strftime("%Y%m%d%H%M%S", time.localtime())`).
 fn timestamp() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
+    let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+    local_stamp(secs).unwrap_or_else(|| utc_stamp(secs))
+}
+
+/// `secs` since the epoch in the local time zone (`TZ`, else /etc/localtime), as
+/// `%Y%m%d%H%M%S`; `None` where the C library cannot say.
+#[cfg(unix)]
+fn local_stamp(secs: i64) -> Option<String> {
+    // time_t is 32 bits on some targets.
+    #[allow(clippy::useless_conversion)]
+    let time: libc::time_t = secs.try_into().ok()?;
+    // SAFETY: `tm` is plain data that `localtime_r` fills in; both pointers are valid for the
+    // call, and the reentrant form shares no static buffer with other threads.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&time, &mut tm).is_null() {
+            return None;
+        }
+        tm
+    };
+    Some(format!(
+        "{:04}{:02}{:02}{:02}{:02}{:02}",
+        i64::from(tm.tm_year) + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    ))
+}
+
+#[cfg(not(unix))]
+fn local_stamp(_secs: i64) -> Option<String> {
+    None
+}
+
+/// `secs` since the epoch in UTC, as `%Y%m%d%H%M%S`: where no local time can be had.
+fn utc_stamp(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     format!("{y:04}{m:02}{d:02}{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
@@ -441,6 +478,7 @@ mod tests {
     fn civil_dates() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));
         assert_eq!(super::civil_from_days(20_779), (2026, 11, 22));
+        assert_eq!(super::utc_stamp(1_795_306_985), "20261122002305");
     }
 
     #[test]

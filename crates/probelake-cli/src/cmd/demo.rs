@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use probelake_msprobe::{import, ImportOptions};
+use probelake_query::compare::pairing::{pair_units, InputKind, Side, UnitChoice};
 use probelake_query::compare::{CompareOptions, Comparison};
 use probelake_synth::{write_run, SynthSpec};
 
@@ -94,7 +95,12 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let (t_lake, g_lake) =
         (open_lake(&bug.to_string_lossy(), &ctx.storage)?, open_lake(&base.to_string_lossy(), &ctx.storage)?);
     let (t_units, g_units) = (t_lake.units().await?, g_lake.units().await?);
-    let (pairs, _) = super::compare::pair_units(&t_units, &g_units, |_| true);
+    let other = InputKind::Other;
+    let pairing = pair_units(
+        Side { kind: &other, units: &t_units },
+        Side { kind: &other, units: &g_units },
+        &UnitChoice::default(),
+    )?;
     let out_dir = dir.join("compare");
     println!("\nmsprobe compare of attnbug (target) against base (golden), per unit -> {}:", out_dir.display());
     println!(
@@ -102,7 +108,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         "step", "stage", "rank", "rows", "pass", "warning", "error"
     );
     let comparison = Comparison::new(t_lake.clone(), g_lake.clone(), CompareOptions::default());
-    for (t, g) in pairs {
+    for pair in &pairing.pairs {
+        let (t, g) = (pair.target, pair.golden);
         let result = comparison.unit(t, g).await?;
         println!(
             "  {:>4} {:<24} {:>4} {:>6} {:>6} {:>8} {:>6}",

@@ -5,31 +5,21 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use probelake_format::CommitRecord;
 use probelake_query::datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use probelake_query::datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use probelake_query::{Run, RunSession};
 
-use super::compare::open_run;
 use super::Context;
 use crate::output::{collect_keeping_schema, write_batches, write_batches_to_file, OutputFormat};
+use crate::unit_pairs::{Runs, UnitArgs, PAIRING_HELP};
 
 /// The canned query; `probelake divergence` is this query with a threshold and module chains.
 const FIRST_DIVERGENCE: &str = include_str!("../../../../sql/first_divergence.sql");
 
 /// Find the first item where two runs part, per step, stage and rank.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
-For every (step, stage, rank) in both runs: the first entry, in execution order, with an output
-whose max, min, mean or norm has a relative error above --threshold (msprobe's -da rule; 0 finds
-the first difference of any size), with the statistics on both sides and the chain of modules
-above it (from construct.json; empty for L1 dumps). msprobe does this per step folder of one
-stage; this does all steps, stages and ranks at once. It is sql/first_divergence.sql.
-
-Exit code: 0 when the runs never part, 1 when they do, 2 on errors.
-
-Examples:
-  probelake divergence ./lake/npu ./lake/gpu --threshold 0
-  probelake divergence ./lake/npu ./lake/gpu --format parquet -o first_divergence.parquet")]
+#[command(after_help = after_help())]
 pub struct Args {
     /// The target run (dataset, msprobe folder or dump.json).
     pub target: String,
@@ -44,6 +34,29 @@ pub struct Args {
     /// Write the rows to this file instead of stdout (needed for --format parquet).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
+    /// Which units are compared with which.
+    #[command(flatten)]
+    pub units: UnitArgs,
+}
+
+fn after_help() -> String {
+    format!(
+        "\
+For every pair of units (below): the first entry, in execution order, with an output whose max,
+min, mean or norm has a relative error above --threshold (msprobe's -da rule; 0 finds the first
+difference of any size), with the statistics on both sides and the chain of modules above it
+(from construct.json; empty for L1 dumps). msprobe does this per step folder of one stage; this
+does all pairs at once. It is sql/first_divergence.sql, with each golden unit shown under its
+target unit's key: the step, stage and rank of a row are the target's.
+
+{PAIRING_HELP}
+Exit code: 0 when the runs never part, 1 when they do, 2 on errors.
+
+Examples:
+  probelake divergence ./lake/npu ./lake/gpu --threshold 0
+  probelake divergence ./lake/run ./lake/run --target-step 2 --golden-step 1
+  probelake divergence ./lake/npu ./lake/gpu --format parquet -o first_divergence.parquet"
+    )
 }
 
 /// Runs the search.
@@ -54,11 +67,24 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if !(args.threshold >= 0.0 && args.threshold.is_finite()) {
         anyhow::bail!("--threshold {}: give a finite number ≥ 0 (0.5 is msprobe's rule)", args.threshold);
     }
-    let target = open_run(&args.target, "target", &ctx.storage).await?;
-    let golden = open_run(&args.golden, "golden", &ctx.storage).await?;
-    let session =
-        RunSession::open(vec![Run::new("target", target.lake.clone()), Run::new("golden", golden.lake.clone())], false)
-            .await?;
+    let choice = args.units.choice()?;
+    let runs = Runs::open(&args.target, &args.golden, &ctx.storage).await?;
+    let pairing = runs.pair(ctx, &choice)?;
+    // The query joins the two sides on (step, stage, rank): each golden unit is shown under
+    // the key of the target unit it is paired with. A table takes its partition values from
+    // the commit records, and nothing else of a record depends on its unit (its files keep
+    // their paths), so a relabelled record reads its own files under the target's key.
+    let target_units: Vec<CommitRecord> = pairing.pairs.iter().map(|p| p.target.clone()).collect();
+    let golden_units: Vec<CommitRecord> =
+        pairing.pairs.iter().map(|p| CommitRecord { unit: p.target.unit.clone(), ..p.golden.clone() }).collect();
+    let session = RunSession::open(
+        vec![
+            Run::new("target", runs.target.lake.clone()).with_units(target_units),
+            Run::new("golden", runs.golden.lake.clone()).with_units(golden_units),
+        ],
+        false,
+    )
+    .await?;
     let query =
         FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", &format!("SELECT {:?} AS threshold", args.threshold));
     let batches = collect_keeping_schema(&session, &query).await.context("running the first-divergence query");

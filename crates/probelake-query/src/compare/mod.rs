@@ -14,7 +14,8 @@
 //! context (task, stacks, tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules`
 //! the Result and Err_message columns; `build` builds the rows chunk by chunk and `planned`
 //! hands them to a writer or a table; `pyfmt` prints values as Python does; `csv` quotes like
-//! pandas; `typed` turns the table into typed Arrow columns for Parquet.
+//! pandas; `typed` turns the table into typed Arrow columns for Parquet. Which units are
+//! compared with which is decided before any of that, by [`pairing`].
 
 mod build;
 mod cells;
@@ -24,6 +25,7 @@ pub(crate) mod leaf_side;
 mod leaves;
 mod load;
 mod md5;
+pub mod pairing;
 mod plan;
 mod planned;
 mod prepared;
