@@ -190,7 +190,7 @@ impl PyLake {
         let lake = self.writer_lake()?;
         let unit = probelake_writer::Unit::new(step, stage, rank);
         let writer = lake.unit(unit.clone(), options).map_err(Error::from)?;
-        Ok(PyUnitWriter::new(writer, unit))
+        Ok(PyUnitWriter::new(writer, lake, unit))
     }
 
     fn __repr__(&self) -> String {

@@ -7,6 +7,7 @@
 //! for threads that do not exist in the child.
 
 use std::future::Future;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,28 +45,39 @@ pub fn runtime() -> Result<Arc<tokio::runtime::Runtime>, Error> {
 
 /// Runs `fut` on the runtime with the GIL released, and returns its output. Every
 /// [`SIGNAL_POLL`] the GIL is taken back to run Python's signal handlers: if one raises (Ctrl-C
-/// raises `KeyboardInterrupt`), the future is dropped — as the CLI drops a command on Ctrl-C,
-/// which rolls back what it was writing — and the exception is returned.
+/// raises `KeyboardInterrupt`), the future is cancelled — as the CLI drops a command on Ctrl-C,
+/// which rolls back what it was writing — and the exception is returned at once.
 pub fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
     let rt = runtime()?;
-    let mut task = rt.spawn(fut);
+    // The wait is a channel rather than a tokio timer: timers fire only when a worker thread
+    // turns the driver, and a worker busy in a CPU-bound operator (a large join) does not.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = rt.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    let mut rx = rx;
     loop {
-        let waited = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut task).await }));
-        match waited {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(join)) => {
-                return Err(Error::new(Kind::Internal, format!("a probelake task failed: {join}")).into());
+        // The receiver is `Send` but not `Sync`: moved into the GIL-free closure and back.
+        let (back, received) = py.detach(move || {
+            let received = rx.recv_timeout(SIGNAL_POLL);
+            (rx, received)
+        });
+        rx = back;
+        match received {
+            Ok(value) => return Ok(value),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::new(Kind::Internal, "a probelake task ended without an answer (it panicked)").into());
             }
-            Err(_elapsed) => {
+            Err(RecvTimeoutError::Timeout) => {
                 if let Err(interrupt) = py.check_signals() {
+                    // Not waited for: a CPU-bound DataFusion operator reaches its next await
+                    // point (where the task is dropped, rolling back what it wrote) only after
+                    // its batch, which may take long in a large join.
                     task.abort();
-                    // Wait for the drop to finish, so that nothing of the call runs on after
-                    // the exception reaches the caller.
-                    let _ = py.detach(|| rt.block_on(&mut task));
                     return Err(interrupt);
                 }
             }

@@ -84,6 +84,9 @@ fn short_repr(value: &Bound<'_, PyAny>) -> String {
 /// be used in the child (its threads are the parent's).
 #[pyclass(frozen, name = "UnitWriter", module = "probelake._internal")]
 pub struct PyUnitWriter {
+    /// Kept for the unit's life: the writer's I/O runtime belongs to the `Lake`, and a unit
+    /// whose `Lake` is dropped (`probelake.open(p).unit(…)`) would have its uploads cancelled.
+    _lake: probelake_writer::Lake,
     unit: Unit,
     pid: u32,
     writer: RwLock<Option<UnitWriter>>,
@@ -92,8 +95,14 @@ pub struct PyUnitWriter {
 
 impl PyUnitWriter {
     /// Wraps a started writer.
-    pub fn new(writer: UnitWriter, unit: Unit) -> Self {
-        PyUnitWriter { unit, pid: std::process::id(), writer: RwLock::new(Some(writer)), stage_cpu: RwLock::new(None) }
+    pub fn new(writer: UnitWriter, lake: probelake_writer::Lake, unit: Unit) -> Self {
+        PyUnitWriter {
+            _lake: lake,
+            unit,
+            pid: std::process::id(),
+            writer: RwLock::new(Some(writer)),
+            stage_cpu: RwLock::new(None),
+        }
     }
 
     fn check_process(&self) -> Result<()> {
