@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-probelake = pytest.importorskip("probelake", reason="the probelake package is not installed in this venv")
+probelake = pytest.importorskip(
+    "probelake", reason="the probelake package is not installed in this venv"
+)
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
@@ -19,7 +21,9 @@ from conftest import fixture_runs, probelake as cli  # noqa: E402
 RUNS = fixture_runs()
 
 
-@pytest.fixture(scope="module", params=RUNS or [None], ids=lambda p: p.name if p else "no-fixtures")
+@pytest.fixture(
+    scope="module", params=RUNS or [None], ids=lambda p: p.name if p else "no-fixtures"
+)
 def imported(request, tmp_path_factory):
     if request.param is None:
         pytest.skip("../shared/fixtures is absent: fixture readers not run")
@@ -29,7 +33,9 @@ def imported(request, tmp_path_factory):
 
 
 def cli_count(root, table):
-    out = cli("sql", root, "-c", f"SELECT count(*) FROM {table}", "--format", "csv").stdout.split()
+    out = cli(
+        "sql", root, "-c", f"SELECT count(*) FROM {table}", "--format", "csv"
+    ).stdout.split()
     return int(out[-1])
 
 
@@ -52,15 +58,22 @@ def test_readers_match_probelake_sql(imported, table):
     table_ = pa.table(result)
     assert table_.num_rows == expected
     assert table_.schema.field("step").type == pa.int64()
-    assert len(lake.units()) == len(cli("info", imported).stdout.strip().splitlines()) - 1 or lake.units()
+    assert (
+        len(lake.units()) == len(cli("info", imported).stdout.strip().splitlines()) - 1
+        or lake.units()
+    )
 
 
 def test_sql_into_pandas_and_polars(demo_lake):
     polars = pytest.importorskip("polars")
     q = "SELECT t.item, t.norm, g.norm AS gnorm FROM target.dump t JOIN golden.dump g USING (step, stage, rank, item)"
-    df = probelake.sql(q, target=demo_lake / "attnbug", golden=demo_lake / "base").to_pandas()
+    df = probelake.sql(
+        q, target=demo_lake / "attnbug", golden=demo_lake / "base"
+    ).to_pandas()
     assert len(df) > 0 and list(df.columns) == ["item", "norm", "gnorm"]
-    frame = polars.DataFrame(probelake.sql("SELECT step, rank FROM dump LIMIT 5", base=demo_lake / "base"))
+    frame = polars.DataFrame(
+        probelake.sql("SELECT step, rank FROM dump LIMIT 5", base=demo_lake / "base")
+    )
     assert frame.schema["step"] == polars.Int64 and frame.height == 5
     r = probelake.sql("SELECT 1 AS x", base=demo_lake / "base")
     assert "x: int64" in repr(r)
@@ -84,7 +97,9 @@ def test_errors_carry_the_cli_message(demo_lake, tmp_path):
 
 
 def test_compare_and_divergence(demo_lake, tmp_path):
-    result = probelake.compare(demo_lake / "attnbug", demo_lake / "base", out=tmp_path / "cmp")
+    result = probelake.compare(
+        demo_lake / "attnbug", demo_lake / "base", out=tmp_path / "cmp"
+    )
     assert result.table.num_rows > 0 and result.files
     assert all(f.exists() and f.suffix == ".csv" for f in result.files)
     first = probelake.divergence(demo_lake / "attnbug", demo_lake / "base")
@@ -95,15 +110,15 @@ def test_import_export_round_trip(demo_lake, tmp_path):
     units = probelake.open(demo_lake / "base").units()
     probelake.export_msprobe(demo_lake / "base", tmp_path / "msprobe")
     again = probelake.import_msprobe(tmp_path / "msprobe", tmp_path / "again")
-    assert [(u.step, u.stage, u.rank, u.leaves) for u in again] == [(u.step, u.stage, u.rank, u.leaves) for u in units]
+    assert [(u.step, u.stage, u.rank, u.leaves) for u in again] == [
+        (u.step, u.stage, u.rank, u.leaves) for u in units
+    ]
     with pytest.raises(probelake.ProbelakeError, match="importing"):
         probelake.import_msprobe(tmp_path / "nothing-here", tmp_path / "bad")
     assert not (tmp_path / "bad").exists()
 
 
 # The writer.
-
-torch = None
 
 
 @pytest.fixture(scope="module")
@@ -125,10 +140,18 @@ def test_writer_every_dtype_nested_and_export(th, tmp_path):
             u.record(
                 f"Functional.f{i}.0.forward",
                 input_args=[t, (t[:, 1], [None, 2]), 1.5],
-                input_kwargs={"dim": -1, "dtype": dtype, "size": th.Size([4, 3]), "s": slice(0, 2)},
+                input_kwargs={
+                    "dim": -1,
+                    "dtype": dtype,
+                    "size": th.Size([4, 3]),
+                    "s": slice(0, 2),
+                },
                 output=[t.t()],
             )
-        u.record("Module.fc.Linear.parameters_grad", parameters_grad={"weight": th.ones(2, 2)})
+        u.record(
+            "Module.fc.Linear.parameters_grad",
+            parameters_grad={"weight": th.ones(2, 2)},
+        )
     exported = tmp_path / "msprobe"
     probelake.export_msprobe(lake, exported)
     probelake.import_msprobe(exported, tmp_path / "reimported")
@@ -157,7 +180,9 @@ def test_non_contiguous_tensor(th, tmp_path):
     x = th.arange(12, dtype=th.float32).reshape(3, 4)
     with lake.unit(0, "default", 0, task="tensor") as u:
         u.record("Tensor.t.0.forward", output=[x.t(), x[:, ::2]])
-    df = lake.to_pandas("dump", ["item", "max", "min", "mean", "shape"]).set_index("item")
+    df = lake.to_pandas("dump", ["item", "max", "min", "mean", "shape"]).set_index(
+        "item"
+    )
     row = df.loc["Tensor.t.0.forward.output.1"]
     assert (row["max"], row["min"], row["mean"]) == (10.0, 0.0, pytest.approx(5.0))
     assert list(row["shape"]) == [3, 2]
@@ -197,11 +222,23 @@ def test_abort_on_exception_and_bad_arguments_leave_the_dataset(th, tmp_path):
             raise RuntimeError("boom")
     u2 = lake.unit(0, "default", 0)
     bad = [
-        (probelake.ArgumentError, dict(output=[th.ones(2, dtype=th.float8_e4m3fn)]), "float8"),
-        (probelake.ValueTypeError, dict(output=[object()]), "cannot record a value of type object"),
+        (
+            probelake.ArgumentError,
+            dict(output=[th.ones(2, dtype=th.float8_e4m3fn)]),
+            "float8",
+        ),
+        (
+            probelake.ValueTypeError,
+            dict(output=[object()]),
+            "cannot record a value of type object",
+        ),
         (probelake.ArgumentError, dict(input_kwargs=[1, 2]), "must be a dict"),
         (probelake.ArgumentError, dict(input_kwargs={1: 2}), "keys must be str"),
-        (probelake.ArgumentError, dict(output=[th.ones(2).to_sparse()]), "Sparse|sparse"),
+        (
+            probelake.ArgumentError,
+            dict(output=[th.ones(2).to_sparse()]),
+            "Sparse|sparse",
+        ),
     ]
     for exc, kwargs, message in bad:
         with pytest.raises(exc, match=message):
@@ -235,7 +272,9 @@ def test_uncommitted_unit_of_a_killed_writer_is_invisible(th, tmp_path):
         time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert lake.dataset("dump").count_rows() == 1
     plain = pq.ParquetDataset(root / "dump").read()
@@ -243,14 +282,21 @@ def test_uncommitted_unit_of_a_killed_writer_is_invisible(th, tmp_path):
 
 
 def test_fork_gets_a_fresh_runtime(demo_lake, th, tmp_path):
-    assert pa.table(probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")).num_rows == 1
+    assert (
+        pa.table(
+            probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")
+        ).num_rows
+        == 1
+    )
     lake = probelake.open(tmp_path / "w")
     open_unit = lake.unit(9, "default", 0)
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
-            n = pa.table(probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base"))["n"][0].as_py()
+            n = pa.table(
+                probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")
+            )["n"][0].as_py()
             with lake.unit(0, "default", 0) as u:
                 u.record("Functional.a.0.forward", output=[th.ones(2)])
             try:
@@ -283,7 +329,8 @@ def test_ctrl_c_interrupts_a_long_query(demo_lake):
     try:
         with pytest.raises(KeyboardInterrupt):
             probelake.sql(
-                "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm", base=demo_lake / "base"
+                "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm",
+                base=demo_lake / "base",
             ).to_arrow()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
