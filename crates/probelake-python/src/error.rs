@@ -1,0 +1,171 @@
+//! Errors as Python exceptions of the `probelake.ProbelakeError` hierarchy.
+//!
+//! The classes are defined in Python (`probelake/_errors.py`) so that they can also derive
+//! from the built-in exception a caller expects (`ValueError`, `BufferError`, `TypeError`);
+//! the native module looks them up by name when it raises one.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyModule;
+
+/// The exception classes, by name in `probelake._errors`.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// A dataset could not be opened, read or written (storage, Parquet, damage).
+    Dataset,
+    /// msprobe's files: invalid JSON, a tree with no units, a tensor file.
+    Msprobe,
+    /// SQL refused or failed.
+    Query,
+    /// `compare` or `divergence` failed.
+    Compare,
+    /// A bad argument: unknown dtype, wrong nesting, a closed unit, bad options.
+    Argument,
+    /// An unsupported Python type in a recorded value.
+    Type,
+    /// The writer's staging budget is full (`backpressure="error"`).
+    BudgetFull,
+    /// The writer stopped, or failed to commit.
+    Writer,
+    /// A bug, or a state the module cannot recover from (a fork with a unit open).
+    Internal,
+}
+
+impl Kind {
+    fn class_name(self) -> &'static str {
+        match self {
+            Kind::Dataset => "DatasetError",
+            Kind::Msprobe => "MsprobeError",
+            Kind::Query => "QueryError",
+            Kind::Compare => "CompareError",
+            Kind::Argument => "ArgumentError",
+            Kind::Type => "ValueTypeError",
+            Kind::BudgetFull => "BudgetFullError",
+            Kind::Writer => "WriterError",
+            Kind::Internal => "InternalError",
+        }
+    }
+}
+
+/// An error on its way to Python: its class and the message the CLI would print.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    /// The class.
+    pub kind: Kind,
+    /// The message.
+    pub message: String,
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An error of `kind` saying `message`.
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Error { kind, message: message.into() }
+    }
+
+    /// A bad argument.
+    pub fn argument(message: impl Into<String>) -> Self {
+        Error::new(Kind::Argument, message)
+    }
+
+    /// `err` and its causes, as the CLI prints them.
+    pub fn chain(kind: Kind, err: &(dyn std::error::Error + 'static)) -> Self {
+        Error::new(kind, chain_text(err))
+    }
+
+    /// The same message with `context` in front, as the CLI's `anyhow` context reads.
+    pub fn context(mut self, context: impl std::fmt::Display) -> Self {
+        self.message = format!("{context}: {}", self.message);
+        self
+    }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause whose text the message before
+/// already holds (DataFusion and transparent wrappers repeat their source), as the CLI does.
+pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !parts.last().is_some_and(|prev| prev.contains(text.as_str())) {
+            if parts.last().is_some_and(|prev| text.contains(prev.as_str())) {
+                parts.pop();
+            }
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
+impl From<probelake_format::FormatError> for Error {
+    fn from(e: probelake_format::FormatError) -> Self {
+        Error::chain(Kind::Dataset, &e)
+    }
+}
+
+impl From<probelake_msprobe::MsprobeError> for Error {
+    fn from(e: probelake_msprobe::MsprobeError) -> Self {
+        let kind = match &e {
+            probelake_msprobe::MsprobeError::Dataset(_) => Kind::Dataset,
+            _ => Kind::Msprobe,
+        };
+        Error::chain(kind, &e)
+    }
+}
+
+impl From<probelake_query::QueryError> for Error {
+    fn from(e: probelake_query::QueryError) -> Self {
+        let kind = match &e {
+            probelake_query::QueryError::Format(_) => Kind::Dataset,
+            probelake_query::QueryError::RunName { .. } => Kind::Argument,
+            _ => Kind::Query,
+        };
+        Error::chain(kind, &e)
+    }
+}
+
+impl From<probelake_query::compare::CompareError> for Error {
+    fn from(e: probelake_query::compare::CompareError) -> Self {
+        Error::chain(Kind::Compare, &e)
+    }
+}
+
+impl From<probelake_writer::WriterError> for Error {
+    fn from(e: probelake_writer::WriterError) -> Self {
+        use probelake_writer::WriterError as W;
+        let kind = match &e {
+            W::InvalidEntry { .. } | W::Options(_) => Kind::Argument,
+            W::BudgetFull { .. } => Kind::BudgetFull,
+            W::Open(_) => Kind::Dataset,
+            W::Internal(_) => Kind::Internal,
+            _ => Kind::Writer,
+        };
+        Error::chain(kind, &e)
+    }
+}
+
+impl From<arrow::error::ArrowError> for Error {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        Error::chain(Kind::Internal, &e)
+    }
+}
+
+impl From<Error> for PyErr {
+    fn from(e: Error) -> PyErr {
+        Python::attach(|py| {
+            let class = PyModule::import(py, "probelake._errors").and_then(|m| m.getattr(e.kind.class_name()));
+            match class {
+                Ok(class) => match class.call1((e.message.clone(),)) {
+                    Ok(instance) => PyErr::from_value(instance),
+                    Err(err) => err,
+                },
+                // Only when the Python half of the package is missing or broken.
+                Err(_) => PyRuntimeError::new_err(e.message),
+            }
+        })
+    }
+}

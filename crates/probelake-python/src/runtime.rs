@@ -1,0 +1,86 @@
+//! The one tokio runtime of the module, and waiting for it with the GIL released.
+//!
+//! The runtime is kept in one place, keyed by the process id: a child created by `fork` (torch's
+//! DataLoader workers, Ray) inherits the parent's memory but none of its threads, so the
+//! parent's runtime would never run anything there. The child sees a different pid and builds
+//! a runtime of its own; the parent's is leaked, never dropped, since dropping it would wait
+//! for threads that do not exist in the child.
+
+use std::future::Future;
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+
+use crate::error::{Error, Kind};
+
+static RUNTIME: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
+
+/// How often a wait looks at pending signals (Ctrl-C).
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// This process's runtime, built on first use (and again in a forked child).
+pub fn runtime() -> Result<Arc<tokio::runtime::Runtime>, Error> {
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((owner, rt)) = slot.as_ref() {
+        if *owner == pid {
+            return Ok(Arc::clone(rt));
+        }
+    }
+    if let Some(inherited) = slot.take() {
+        std::mem::forget(inherited);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("probelake")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::new(Kind::Internal, format!("cannot start probelake's runtime: {e}")))?;
+    let rt = Arc::new(rt);
+    *slot = Some((pid, Arc::clone(&rt)));
+    Ok(rt)
+}
+
+/// Runs `fut` on the runtime with the GIL released, and returns its output. Every
+/// [`SIGNAL_POLL`] the GIL is taken back to run Python's signal handlers: if one raises (Ctrl-C
+/// raises `KeyboardInterrupt`), the future is cancelled — as the CLI drops a command on Ctrl-C,
+/// which rolls back what it was writing — and the exception is returned at once.
+pub fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = runtime()?;
+    // The wait is a channel rather than a tokio timer: timers fire only when a worker thread
+    // turns the driver, and a worker busy in a CPU-bound operator (a large join) does not.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = rt.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    let mut rx = rx;
+    loop {
+        // The receiver is `Send` but not `Sync`: moved into the GIL-free closure and back.
+        let (back, received) = py.detach(move || {
+            let received = rx.recv_timeout(SIGNAL_POLL);
+            (rx, received)
+        });
+        rx = back;
+        match received {
+            Ok(value) => return Ok(value),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::new(Kind::Internal, "a probelake task ended without an answer (it panicked)").into());
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    // Not waited for: a CPU-bound DataFusion operator reaches its next await
+                    // point (where the task is dropped, rolling back what it wrote) only after
+                    // its batch, which may take long in a large join.
+                    task.abort();
+                    return Err(interrupt);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,338 @@
+"""The `probelake` package (crates/probelake-python): readers of committed units, SQL, the
+writer from torch, and how the native module behaves (errors, fork, Ctrl-C)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+probelake = pytest.importorskip(
+    "probelake", reason="the probelake package is not installed in this venv"
+)
+pa = pytest.importorskip("pyarrow")
+import pyarrow.parquet as pq  # noqa: E402
+
+from conftest import fixture_runs, probelake as cli  # noqa: E402
+
+RUNS = fixture_runs()
+
+
+@pytest.fixture(
+    scope="module", params=RUNS or [None], ids=lambda p: p.name if p else "no-fixtures"
+)
+def imported(request, tmp_path_factory):
+    if request.param is None:
+        pytest.skip("../shared/fixtures is absent: fixture readers not run")
+    dst = tmp_path_factory.mktemp("lake") / request.param.name
+    cli("import", request.param, dst, "-q")
+    return dst
+
+
+def cli_count(root, table):
+    out = cli(
+        "sql", root, "-c", f"SELECT count(*) FROM {table}", "--format", "csv"
+    ).stdout.split()
+    return int(out[-1])
+
+
+@pytest.mark.parametrize("table", ["dump", "stack", "construct", "source"])
+def test_readers_match_probelake_sql(imported, table):
+    lake = probelake.open(imported)
+    expected = cli_count(imported, table)
+    dataset = lake.dataset(table)
+    assert dataset.count_rows() == expected
+    assert dataset.schema.field("step").type == pa.int64()
+    assert dataset.schema.field("rank").type == pa.int64()
+    df = lake.to_pandas(table)
+    assert len(df) == expected
+    assert str(df["step"].dtype) == "int64" and str(df["rank"].dtype) == "int64"
+    polars = pytest.importorskip("polars")
+    frame = lake.scan_polars(table).collect()
+    assert frame.height == expected
+    assert frame.schema["step"] == polars.Int64
+    result = probelake.sql(f"SELECT * FROM {table}", run=imported)
+    table_ = pa.table(result)
+    assert table_.num_rows == expected
+    assert table_.schema.field("step").type == pa.int64()
+    assert (
+        len(lake.units()) == len(cli("info", imported).stdout.strip().splitlines()) - 1
+        or lake.units()
+    )
+
+
+def test_sql_into_pandas_and_polars(demo_lake):
+    polars = pytest.importorskip("polars")
+    q = "SELECT t.item, t.norm, g.norm AS gnorm FROM target.dump t JOIN golden.dump g USING (step, stage, rank, item)"
+    df = probelake.sql(
+        q, target=demo_lake / "attnbug", golden=demo_lake / "base"
+    ).to_pandas()
+    assert len(df) > 0 and list(df.columns) == ["item", "norm", "gnorm"]
+    frame = polars.DataFrame(
+        probelake.sql("SELECT step, rank FROM dump LIMIT 5", base=demo_lake / "base")
+    )
+    assert frame.schema["step"] == polars.Int64 and frame.height == 5
+    r = probelake.sql("SELECT 1 AS x", base=demo_lake / "base")
+    assert "x: int64" in repr(r)
+    assert r.to_arrow().num_rows == 1
+    with pytest.raises(probelake.ProbelakeError, match="already read"):
+        r.to_arrow()
+
+
+def test_errors_carry_the_cli_message(demo_lake, tmp_path):
+    with pytest.raises(probelake.QueryError, match="No field named nope"):
+        probelake.sql("SELECT nope FROM dump", base=demo_lake / "base").to_arrow()
+    with pytest.raises(probelake.DatasetError, match="no such dataset"):
+        probelake.open(tmp_path / "missing").units()
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(probelake.ArgumentError, match="run name"):
+        probelake.sql("SELECT 1", **{"Bad": demo_lake / "base"})
+    with pytest.raises(probelake.ArgumentError, match="unknown table"):
+        probelake.open(demo_lake / "base").dataset("dumps")
+    with pytest.raises(probelake.ArgumentError, match="storage_options"):
+        probelake.open("s3://bucket/x", storage_options={"nope": 1})
+
+
+def test_compare_and_divergence(demo_lake, tmp_path):
+    result = probelake.compare(
+        demo_lake / "attnbug", demo_lake / "base", out=tmp_path / "cmp"
+    )
+    assert result.table.num_rows > 0 and result.files
+    assert all(f.exists() and f.suffix == ".csv" for f in result.files)
+    first = probelake.divergence(demo_lake / "attnbug", demo_lake / "base")
+    assert first.num_rows > 0 and "first_divergence" in first.column_names
+
+
+def test_import_export_round_trip(demo_lake, tmp_path):
+    units = probelake.open(demo_lake / "base").units()
+    probelake.export_msprobe(demo_lake / "base", tmp_path / "msprobe")
+    again = probelake.import_msprobe(tmp_path / "msprobe", tmp_path / "again")
+    assert [(u.step, u.stage, u.rank, u.leaves) for u in again] == [
+        (u.step, u.stage, u.rank, u.leaves) for u in units
+    ]
+    with pytest.raises(probelake.ProbelakeError, match="importing"):
+        probelake.import_msprobe(tmp_path / "nothing-here", tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+
+
+# The writer.
+
+
+@pytest.fixture(scope="module")
+def th():
+    return pytest.importorskip("torch")
+
+
+DTYPES = ["float64", "float32", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
+          "complex64", "complex128"]  # fmt: skip
+
+
+def test_writer_every_dtype_nested_and_export(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    g = th.Generator().manual_seed(0)
+    with lake.unit(3, "actor_update", 1) as u:
+        for i, name in enumerate(DTYPES):
+            dtype = getattr(th, name)
+            t = (th.randn(4, 3, generator=g) * 10).to(dtype)
+            u.record(
+                f"Functional.f{i}.0.forward",
+                input_args=[t, (t[:, 1], [None, 2]), 1.5],
+                input_kwargs={
+                    "dim": -1,
+                    "dtype": dtype,
+                    "size": th.Size([4, 3]),
+                    "s": slice(0, 2),
+                },
+                output=[t.t()],
+            )
+        u.record(
+            "Module.fc.Linear.parameters_grad",
+            parameters_grad={"weight": th.ones(2, 2)},
+        )
+    exported = tmp_path / "msprobe"
+    probelake.export_msprobe(lake, exported)
+    probelake.import_msprobe(exported, tmp_path / "reimported")
+    cols = ["item", "kind", "dtype", "shape", "max", "min", "mean", "norm", "value"]
+    a = lake.to_arrow("dump", cols).sort_by("item")
+    b = probelake.open(tmp_path / "reimported").to_arrow("dump", cols).sort_by("item")
+    assert a.equals(b)
+    assert a.num_rows > 12 * 8
+
+
+def test_statistics_are_those_at_record_time(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    y = th.randn(1000)
+    before = float(y.min())
+    with lake.unit(0, "default", 0, threads=1) as u:
+        for i in range(50):
+            u.record(f"Functional.relu.{i}.forward", output=[y])
+            y.relu_()
+            y.sub_(1)
+    mins = lake.to_pandas("dump", ["item", "min"]).set_index("item")["min"]
+    assert mins["Functional.relu.0.forward.output.0"] == pytest.approx(before)
+
+
+def test_non_contiguous_tensor(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    x = th.arange(12, dtype=th.float32).reshape(3, 4)
+    with lake.unit(0, "default", 0, task="tensor") as u:
+        u.record("Tensor.t.0.forward", output=[x.t(), x[:, ::2]])
+    df = lake.to_pandas("dump", ["item", "max", "min", "mean", "shape"]).set_index(
+        "item"
+    )
+    row = df.loc["Tensor.t.0.forward.output.1"]
+    assert (row["max"], row["min"], row["mean"]) == (10.0, 0.0, pytest.approx(5.0))
+    assert list(row["shape"]) == [3, 2]
+
+
+def test_device_path_with_cpu_stand_in(th, tmp_path):
+    import threading
+
+    done = threading.Event()
+
+    class Waiter:
+        def synchronize(self):
+            assert done.wait(10)
+
+    def stage(t):
+        return t.detach().contiguous().clone(), Waiter()
+
+    lake = probelake.open(tmp_path / "w")
+    u = lake.unit(0, "default", 0)
+    u._writer._set_stage_cpu(stage)
+    start = time.perf_counter()
+    u.record("Functional.x.0.forward", output=[th.full((64,), 2.0)])
+    assert time.perf_counter() - start < 5
+    done.set()
+    u.commit()
+    assert lake.to_pandas("dump", ["max"])["max"].tolist() == [2.0]
+
+
+def test_abort_on_exception_and_bad_arguments_leave_the_dataset(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    with lake.unit(0, "default", 0) as u:
+        u.record("Functional.a.0.forward", output=[th.ones(2)])
+    before = lake.units()
+    with pytest.raises(RuntimeError):
+        with lake.unit(1, "default", 0) as u:
+            u.record("Functional.a.0.forward", output=[th.ones(2)])
+            raise RuntimeError("boom")
+    u2 = lake.unit(0, "default", 0)
+    bad = [
+        (
+            probelake.ArgumentError,
+            dict(output=[th.ones(2, dtype=th.float8_e4m3fn)]),
+            "float8",
+        ),
+        (
+            probelake.ValueTypeError,
+            dict(output=[object()]),
+            "cannot record a value of type object",
+        ),
+        (probelake.ArgumentError, dict(input_kwargs=[1, 2]), "must be a dict"),
+        (probelake.ArgumentError, dict(input_kwargs={1: 2}), "keys must be str"),
+        (
+            probelake.ArgumentError,
+            dict(output=[th.ones(2).to_sparse()]),
+            "Sparse|sparse",
+        ),
+    ]
+    for exc, kwargs, message in bad:
+        with pytest.raises(exc, match=message):
+            u2.record("Functional.b.0.forward", **kwargs)
+    u2.abort()
+    with pytest.raises(probelake.ArgumentError, match="closed"):
+        u2.record("Functional.c.0.forward", output=[None])
+    for kwargs, message in [({"task": "x"}, "task"), ({"summary_mode": "crc"}, "summary_mode"),
+                            ({"budget_bytes": 0}, "budget_bytes"), ({"backpressure": "later"}, "backpressure")]:  # fmt: skip
+        with pytest.raises(probelake.ArgumentError, match=message):
+            lake.unit(0, "default", 0, **kwargs)
+    with pytest.raises(probelake.ArgumentError):
+        lake.unit("0", "default", 0)
+    assert lake.units() == before
+
+
+def test_uncommitted_unit_of_a_killed_writer_is_invisible(th, tmp_path):
+    root = tmp_path / "w"
+    lake = probelake.open(root)
+    with lake.unit(0, "default", 0) as u:
+        u.record("Functional.a.0.forward", output=[th.ones(2)])
+    script = textwrap.dedent(f"""
+        import os, signal, time, torch, probelake
+        u = probelake.open({str(root)!r}).unit(1, "default", 0, batch_rows=1)
+        for i in range(20):
+            u.record(f"Functional.a.{{i}}.forward", output=[torch.ones(2)])
+        deadline = time.time() + 30
+        while u.metrics()["queue_depth"] or u.metrics()["staged_bytes"]:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert lake.dataset("dump").count_rows() == 1
+    plain = pq.ParquetDataset(root / "dump").read()
+    assert plain.num_rows > 1
+
+
+def test_fork_gets_a_fresh_runtime(demo_lake, th, tmp_path):
+    assert (
+        pa.table(
+            probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")
+        ).num_rows
+        == 1
+    )
+    lake = probelake.open(tmp_path / "w")
+    open_unit = lake.unit(9, "default", 0)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            n = pa.table(
+                probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")
+            )["n"][0].as_py()
+            with lake.unit(0, "default", 0) as u:
+                u.record("Functional.a.0.forward", output=[th.ones(2)])
+            try:
+                open_unit.record("Functional.b.0.forward", output=[None])
+            except probelake.InternalError:
+                code = 0 if n > 0 else 2
+        finally:
+            os._exit(code)
+    deadline = time.time() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+    open_unit.abort()
+    assert [(u.step, u.rank) for u in lake.units()] == [(0, 0)]
+
+
+def test_ctrl_c_interrupts_a_long_query(demo_lake):
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    start = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            probelake.sql(
+                "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm",
+                base=demo_lake / "base",
+            ).to_arrow()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.perf_counter() - start < 10
