@@ -15,6 +15,12 @@ target="${CARGO_TARGET_DIR:-target}"
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
+# The Python package's native module (crates/probelake-python) is built by the same cargo
+# invocation as the tests, so with their features: `maturin develop` resolves features for that
+# crate alone and would compile DataFusion a second time. This keeps pyo3 from linking
+# libpython into it, as maturin does; set for every cargo step so none rebuilds pyo3.
+export PYO3_BUILD_EXTENSION_MODULE=1
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -40,7 +46,8 @@ step "cargo clippy -p probelake-writer --features npu (type-check the NPU backen
 cargo clippy -p probelake-writer --features npu --all-targets -- -D warnings
 
 # The venv comes first: the Rust S3 tests run moto_server from it.
-step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, moto, pytest)"
+# torch brings its CUDA wheels (~6 GB); a cold install from PyPI took 87 s (docs/benchmarks.md).
+step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, moto, pytest, torch, ruff)"
 venv=".venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
@@ -48,14 +55,29 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 export PROBELAKE_TEST_VENV="$(pwd)/$venv"
 
+step "cargo build --workspace --lib --tests (the tests and the Python package's native module)"
+cargo build --workspace --lib --tests
+
 step "cargo test"
 cargo test --workspace
+
+# Installed as `maturin develop` installs it (the Python sources in place, the native module
+# beside them), from the build above; `pip install ./crates/probelake-python` builds the same
+# package in the release profile.
+step "probelake Python package into the venv (ruff, then the native module the build made)"
+"$venv/bin/ruff" format --check crates/probelake-python/python tests/python/test_package.py
+"$venv/bin/ruff" check crates/probelake-python/python tests/python/test_package.py
+case "$target" in
+    /*) built="$target/debug" ;;
+    *) built="$(pwd)/$target/debug" ;;
+esac
+package="$(pwd)/crates/probelake-python/python"
+cp "$built/lib_internal.so" "$package/probelake/_internal.abi3.so"
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$package" >"$site/probelake-dev.pth"
+"$venv/bin/python" -c 'import probelake; print("probelake", probelake.__file__)'
 
 step "pytest tests/python"
 # The binary `cargo test` built for the e2e tests: `cargo build --bin probelake` alone resolves
 # features without the dev-dependencies and would compile DataFusion a second time.
-case "$target" in
-    /*) bin="$target/debug/probelake" ;;
-    *) bin="$(pwd)/$target/debug/probelake" ;;
-esac
-PROBELAKE_BIN="$bin" "$venv/bin/python" -m pytest -q tests/python
+PROBELAKE_BIN="$built/probelake" "$venv/bin/python" -m pytest -q tests/python
