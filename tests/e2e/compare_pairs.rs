@@ -286,9 +286,7 @@ async fn documented_join_of_two_steps_runs() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let lake = probelake_format::Lake::local(tmp.path()).expect("lake");
     let src = fixtures.join("runs/verl-l1-stats-attnbug");
-    probelake_msprobe::import(&src, &lake, &Default::default(), &probelake_msprobe::NoProgress)
-        .await
-        .expect("import");
+    probelake_msprobe::import(&src, &lake, &Default::default(), &probelake_msprobe::NoProgress).await.expect("import");
     let session = RunSession::open(vec![Run::new("target", lake.clone()), Run::new("golden", lake)], false)
         .await
         .expect("session");
