@@ -27,6 +27,10 @@ use rust_xlsxwriter::Workbook;
 /// msprobe's `CompareConst.MAX_EXCEL_LENGTH`: a table this long or longer is split.
 const MAX_EXCEL_LENGTH: usize = 1_048_500;
 
+/// Excel's limit on a cell's characters; openpyxl cuts a longer string there
+/// (`check_string`: `value[:32767]`, in code points) where `rust_xlsxwriter` would fail.
+const MAX_CELL_CHARS: usize = 32_767;
+
 /// The tensor-mode metric columns, which msprobe fills with the algorithms' floats (or their
 /// tokens). In statistics mode `MaxRelativeErr` is a percentage string instead.
 const METRIC_COLUMNS: [&str; 6] =
@@ -199,7 +203,7 @@ pub fn write_table(header: &[String], rows: &Rows, mode: CompareMode) -> anyhow:
             for (c, (&text, &kind)) in texts.iter().zip(&columns).enumerate() {
                 let col = column(c)?;
                 match cell(kind, text, &texts) {
-                    Cell::Text(t) => sheet.write_string(at, col, t),
+                    Cell::Text(t) => sheet.write_string(at, col, truncated(t)),
                     Cell::Bool(b) => sheet.write_boolean(at, col, b),
                     Cell::Number(n) => {
                         let n = round16(n);
@@ -238,6 +242,14 @@ fn sheets(len: usize) -> Vec<Sheet> {
     (0..count)
         .map(|i| Sheet { rows: (i * size).min(len)..((i + 1) * size).min(len), name: Some(format!("part_{i}")) })
         .collect()
+}
+
+/// `text` cut to its first `MAX_CELL_CHARS` characters.
+fn truncated(text: &str) -> &str {
+    match text.char_indices().nth(MAX_CELL_CHARS) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
 }
 
 fn column(c: usize) -> anyhow::Result<u16> {
@@ -281,7 +293,8 @@ fn respell_sheet(xml: &str, cells: &[(String, String)]) -> anyhow::Result<String
     for (at, text) in cells {
         let open = format!("<c r=\"{at}\"");
         let start = rest.find(&open).with_context(|| format!("cell {at} not in the sheet"))?;
-        let value = rest[start..].find("<v>").map(|v| start + v + 3).with_context(|| format!("cell {at} has no value"))?;
+        let value =
+            rest[start..].find("<v>").map(|v| start + v + 3).with_context(|| format!("cell {at} has no value"))?;
         let end = rest[value..].find("</v>").map(|e| value + e).with_context(|| format!("cell {at} has no value"))?;
         out.push_str(&rest[..value]);
         out.push_str(text);
@@ -384,6 +397,16 @@ mod tests {
         }
         assert_eq!(cell(kinds[2], "-0.0173722505569458", &[]), Cell::Number(-0.0173722505569458));
         assert_eq!(cell(kinds[2], "1e-05", &[]), Cell::Number(1e-5));
+    }
+
+    #[test]
+    fn long_text_is_cut_as_openpyxl_cuts_it() {
+        let long = "é".repeat(MAX_CELL_CHARS + 5);
+        assert_eq!(truncated(&long).chars().count(), MAX_CELL_CHARS);
+        assert!(long.starts_with(truncated(&long)));
+        assert_eq!(truncated("short"), "short");
+        let exact = "x".repeat(MAX_CELL_CHARS);
+        assert_eq!(truncated(&exact), exact);
     }
 
     #[test]
