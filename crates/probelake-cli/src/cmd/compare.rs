@@ -365,7 +365,7 @@ fn collect(planned: PlannedUnit, what: &str) -> anyhow::Result<UnitComparison> {
 /// The bytes of a Parquet or .xlsx result.
 fn render_result(result: &UnitComparison, xlsx: bool) -> anyhow::Result<Vec<u8>> {
     if xlsx {
-        return crate::xlsx::write_table(&result.header, &result.rows);
+        return crate::xlsx::write_table(&result.header, &result.rows, result.mode);
     }
     let batch = result.to_record_batch()?;
     let mut buf = Vec::new();
