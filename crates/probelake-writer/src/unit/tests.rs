@@ -348,3 +348,21 @@ fn a_tensor_task_with_a_budget_below_the_batch_size_still_makes_progress() {
     let record = unit.commit_blocking().expect("commit");
     assert_eq!((record.counts.entries, record.counts.tensors), (20, 20));
 }
+
+#[test]
+fn float8_and_float4_tensors_are_kept_without_statistics() {
+    // msprobe computes no statistics for them (torch has no reductions for these types) but
+    // saves their bytes in task `tensor` and takes their CRC in md5 mode.
+    let (_dir, lake) = lake();
+    let options =
+        WriterOptions { task: crate::Task::Tensor, summary_mode: crate::SummaryMode::Md5, ..WriterOptions::default() };
+    let unit = lake.unit(Unit::new(0, "default", 0), options).expect("unit");
+    let low = DType::ALL.into_iter().filter(|d| !d.has_statistics());
+    let values: Vec<Value> =
+        low.map(|d| Value::tensor(Tensor::new(d, [4], TensorSource::host(vec![0x38, 0x40, 0xc0, 0x00])))).collect();
+    assert_eq!(values.len(), 6);
+    unit.record(Entry::new("Torch.to.0.forward").output(values)).expect("record");
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!((record.counts.leaves, record.counts.tensors), (6, 6));
+}
+
