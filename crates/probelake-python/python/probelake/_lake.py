@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from . import _internal
-from ._arrow import read_schema
+from ._arrow import schema_of
 from ._errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class Committed:
 def reader_schema(table: str) -> pa.Schema:
     """The typed schema of `table` as readers see it: file columns, then the partition columns
     (`step` and `rank` int64). The same as `_probelake/schema/<table>.parquet`."""
-    return read_schema(_internal.reader_schema(table))
+    return schema_of(_internal.reader_schema(table))
 
 
 def _s3_filesystem(options: Mapping[str, Any] | None) -> pafs.S3FileSystem:
