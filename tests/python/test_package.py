@@ -213,6 +213,45 @@ def test_writer_every_dtype_nested_and_export(th, tmp_path):
     assert a.num_rows > 12 * 8
 
 
+LOW_FLOATS = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+              "float4_e2m1fn_x2"]  # fmt: skip
+
+
+def test_float8_and_float4_are_recorded_as_msprobe_records_them(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    names = [n for n in LOW_FLOATS if hasattr(th, n)]
+    raw = th.tensor([0x38, 0x40, 0xC0, 0x00], dtype=th.uint8)
+    with lake.unit(0, "default", 0, task="tensor") as u:
+        u.record(
+            "Functional.to.0.forward",
+            output=[raw.view(getattr(th, n)) for n in names],
+        )
+    df = lake.to_pandas("dump", ["item", "dtype", "max", "min", "mean", "norm"])
+    assert sorted(df["dtype"]) == sorted(f"torch.{n}" for n in names)
+    assert df[["max", "min", "mean", "norm"]].isna().all().all()
+    assert lake.to_arrow("tensor").num_rows == len(names)  # the payloads are kept
+    exported = tmp_path / "msprobe"
+    probelake.export_msprobe(lake, exported)
+    assert len(list(exported.rglob("*.pt"))) == len(names)
+
+
+def test_a_budget_smaller_than_a_tensor_admits_it_alone(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    big = th.ones(1 << 16)  # 256 KiB, 64 times the budget
+    with lake.unit(0, "default", 0, budget_bytes=4096) as u:
+        for i in range(8):
+            assert u.record(f"Functional.a.{i}.forward", output=[big])
+            # Never more than the one tensor admitted alone (and its leaf's overhead).
+            assert u.metrics()["staged_bytes"] <= big.nbytes + 4096
+    assert lake.dataset("dump").count_rows() == 8
+    with lake.unit(1, "default", 0, budget_bytes=4096, backpressure="error") as u:
+        assert u.record("Functional.a.0.forward", output=[big])
+        try:
+            u.record("Functional.a.1.forward", output=[big])
+        except probelake.BudgetFullError as e:
+            assert "budget" in str(e)
+
+
 def test_statistics_are_those_at_record_time(th, tmp_path):
     lake = probelake.open(tmp_path / "w")
     y = th.randn(1000)
