@@ -101,6 +101,8 @@ class Lake:
     committed units; a new dataset is created by its first write."""
 
     __slots__ = ("_lake", "_storage_options")
+    _lake: _internal.Lake
+    _storage_options: dict[str, Any] | None
 
     def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         options = dict(storage_options) if storage_options is not None else None
