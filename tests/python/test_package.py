@@ -82,6 +82,57 @@ def test_sql_into_pandas_and_polars(demo_lake):
         r.to_arrow()
 
 
+def test_sql_result_streams_through_the_arrow_c_interface(demo_lake):
+    polars = pytest.importorskip("polars")
+    base = demo_lake / "base"
+    q = "SELECT step, rank, item, norm FROM dump ORDER BY item"
+    expected = probelake.sql(q, base=base).to_arrow()
+    assert expected.num_rows > 0
+    assert pa.table(probelake.sql(q, base=base)).equals(expected)
+    reader = pa.RecordBatchReader.from_stream(probelake.sql(q, base=base))
+    assert reader.schema == expected.schema and reader.read_all().equals(expected)
+    assert polars.DataFrame(probelake.sql(q, base=base)).height == expected.num_rows
+    assert probelake.sql(q, base=base).to_pandas().equals(expected.to_pandas())
+    # A requested schema is honoured by casting, or refused as the interface allows.
+    wanted = pa.schema([("step", pa.int32()), ("rank", pa.int32()), ("item", pa.large_string()),
+                        ("norm", pa.float32())])  # fmt: skip
+    cast = pa.RecordBatchReader.from_stream(probelake.sql(q, base=base), schema=wanted)
+    assert cast.read_all().schema == wanted
+    with pytest.raises(NotImplementedError):
+        pa.RecordBatchReader.from_stream(
+            probelake.sql(q, base=base), schema=pa.schema([("x", pa.int64())])
+        )
+    r = probelake.sql(q, base=base)
+    pa.table(r)
+    with pytest.raises(probelake.QueryError, match="already read"):
+        pa.table(r)
+    assert "; read)" in repr(r)
+
+
+def test_a_stream_read_partly_then_dropped_is_released(demo_lake):
+    import gc
+
+    base = demo_lake / "base"
+    live = probelake._internal._live_streams()
+    # A cross join: many batches, made one at a time as they are read.
+    r = probelake.sql("SELECT a.item, b.item FROM dump a, dump b", base=base)
+    reader = pa.RecordBatchReader.from_stream(r)
+    assert reader.read_next_batch().num_rows > 0
+    assert probelake._internal._live_streams() == live + 1
+    start = time.perf_counter()
+    del reader
+    gc.collect()
+    assert probelake._internal._live_streams() == live
+    # A capsule never imported is released by its destructor.
+    capsule = probelake.sql("SELECT 1 AS x", base=base).__arrow_c_stream__()
+    assert probelake._internal._live_streams() == live + 1
+    del capsule
+    assert probelake._internal._live_streams() == live
+    assert time.perf_counter() - start < 5
+    # The runtime is still usable.
+    assert pa.table(probelake.sql("SELECT 1 AS x", base=base)).num_rows == 1
+
+
 def test_errors_carry_the_cli_message(demo_lake, tmp_path):
     with pytest.raises(probelake.QueryError, match="No field named nope"):
         probelake.sql("SELECT nope FROM dump", base=demo_lake / "base").to_arrow()
@@ -162,6 +213,45 @@ def test_writer_every_dtype_nested_and_export(th, tmp_path):
     assert a.num_rows > 12 * 8
 
 
+LOW_FLOATS = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+              "float4_e2m1fn_x2"]  # fmt: skip
+
+
+def test_float8_and_float4_are_recorded_as_msprobe_records_them(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    names = [n for n in LOW_FLOATS if hasattr(th, n)]
+    raw = th.tensor([0x38, 0x40, 0xC0, 0x00], dtype=th.uint8)
+    with lake.unit(0, "default", 0, task="tensor") as u:
+        u.record(
+            "Functional.to.0.forward",
+            output=[raw.view(getattr(th, n)) for n in names],
+        )
+    df = lake.to_pandas("dump", ["item", "dtype", "max", "min", "mean", "norm"])
+    assert sorted(df["dtype"]) == sorted(f"torch.{n}" for n in names)
+    assert df[["max", "min", "mean", "norm"]].isna().all().all()
+    assert lake.to_arrow("tensor").num_rows == len(names)  # the payloads are kept
+    exported = tmp_path / "msprobe"
+    probelake.export_msprobe(lake, exported)
+    assert len(list(exported.rglob("*.pt"))) == len(names)
+
+
+def test_a_budget_smaller_than_a_tensor_admits_it_alone(th, tmp_path):
+    lake = probelake.open(tmp_path / "w")
+    big = th.ones(1 << 16)  # 256 KiB, 64 times the budget
+    with lake.unit(0, "default", 0, budget_bytes=4096) as u:
+        for i in range(8):
+            assert u.record(f"Functional.a.{i}.forward", output=[big])
+            # Never more than the one tensor admitted alone (and its leaf's overhead).
+            assert u.metrics()["staged_bytes"] <= big.nbytes + 4096
+    assert lake.dataset("dump").count_rows() == 8
+    with lake.unit(1, "default", 0, budget_bytes=4096, backpressure="error") as u:
+        assert u.record("Functional.a.0.forward", output=[big])
+        try:
+            u.record("Functional.a.1.forward", output=[big])
+        except probelake.BudgetFullError as e:
+            assert "budget" in str(e)
+
+
 def test_statistics_are_those_at_record_time(th, tmp_path):
     lake = probelake.open(tmp_path / "w")
     y = th.randn(1000)
@@ -224,8 +314,8 @@ def test_abort_on_exception_and_bad_arguments_leave_the_dataset(th, tmp_path):
     bad = [
         (
             probelake.ArgumentError,
-            dict(output=[th.ones(2, dtype=th.float8_e4m3fn)]),
-            "float8",
+            dict(output=[th.ones(2, dtype=th.uint16)]),
+            "uint16",
         ),
         (
             probelake.ValueTypeError,
@@ -336,3 +426,35 @@ def test_ctrl_c_interrupts_a_long_query(demo_lake):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert time.perf_counter() - start < 10
+
+
+def test_ctrl_c_interrupts_a_query_read_by_pyarrow(demo_lake):
+    # pyarrow reads the stream itself: the query is cancelled, pyarrow raises its error
+    # ("interrupted: KeyboardInterrupt") and SIGINT is simulated again for Python.
+    script = textwrap.dedent(f"""
+        import os, signal, threading, time
+        import pyarrow as pa, probelake
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.perf_counter()
+        try:
+            pa.table(probelake.sql(
+                "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm",
+                base={str(demo_lake / "base")!r},
+            ))
+            for _ in range(100):
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            print("interrupted")
+    """)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert time.perf_counter() - start < 30
+    assert (
+        "KeyboardInterrupt" in done.stdout + done.stderr or "interrupted" in done.stdout
+    )

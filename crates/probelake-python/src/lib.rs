@@ -6,15 +6,14 @@
 //! (`python/probelake/`); this module converts arguments, releases the GIL around every long
 //! call and raises `probelake.ProbelakeError` subclasses with the CLI's messages.
 //!
-//! Results cross into pyarrow as Arrow IPC streams (see `Cargo.toml` for why not the C data
-//! interface).
+//! Results cross into pyarrow, polars and pandas as Arrow C streams (`stream.rs`): no copy.
 
 mod error;
-mod ipc;
 mod lake;
 mod ops;
 mod runtime;
 mod sql;
+mod stream;
 mod values;
 mod writer;
 
@@ -24,7 +23,7 @@ use pyo3::prelude::*;
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<lake::PyLake>()?;
-    m.add_class::<sql::PySqlStream>()?;
+    m.add_class::<stream::PyArrowStream>()?;
     m.add_class::<writer::PyUnitWriter>()?;
     m.add_function(wrap_pyfunction!(lake::open, m)?)?;
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
@@ -33,5 +32,6 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::compare, m)?)?;
     m.add_function(wrap_pyfunction!(ops::divergence, m)?)?;
     m.add_function(wrap_pyfunction!(ops::reader_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::_live_streams, m)?)?;
     Ok(())
 }

@@ -11,12 +11,12 @@ use probelake_msprobe::{export, import, ExportOptions, ImportOptions, NoProgress
 use probelake_query::compare::{CompareMode, CompareOptions, Comparison};
 use probelake_query::{Run, RunSession};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyCapsule, PyDict};
 
 use crate::error::{Error, Kind, Result};
-use crate::ipc;
 use crate::lake::{display, local_dir, open_existing, open_for_write, storage_options, table};
 use crate::runtime::block_on;
+use crate::stream::{schema_capsule, PyArrowStream, Source};
 
 const FIRST_DIVERGENCE: &str = include_str!("../../../sql/first_divergence.sql");
 
@@ -133,7 +133,7 @@ fn folder_name(stage: &str) -> String {
 }
 
 /// `probelake compare TARGET GOLDEN`: every unit in both runs compared as msprobe compare
-/// does. Returns the typed table (IPC) and the count of `error` rows; with `out`, also writes
+/// does. Returns the typed table (an Arrow stream) and the count of `error` rows; with `out`, also writes
 /// msprobe's CSV per unit there (named as the CLI names them, `stamp` their timestamp).
 #[pyfunction]
 #[pyo3(signature = (target, golden, out=None, step=None, stage=None, rank=None, mode=None, stamp=String::new(), storage_options=None))]
@@ -149,7 +149,7 @@ pub fn compare<'py>(
     mode: Option<String>,
     stamp: String,
     storage_options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<(Bound<'py, PyBytes>, usize, Vec<PathBuf>)> {
+) -> PyResult<(PyArrowStream, usize, Vec<PathBuf>)> {
     let storage = self::storage_options(storage_options)?;
     let mode = match mode.as_deref() {
         None | Some("auto") => None,
@@ -232,19 +232,19 @@ pub fn compare<'py>(
         Ok((batches, errors, written))
     };
     let (batches, errors, written) = block_on(py, work)??;
-    let bytes = concat_ipc(&batches)?;
-    Ok((PyBytes::new(py, &bytes), errors, written))
+    Ok((batches_stream(batches), errors, written))
 }
 
-fn concat_ipc(batches: &[RecordBatch]) -> Result<Vec<u8>> {
+/// A stream over `batches` (the schema of the first; none when there are no batches).
+fn batches_stream(batches: Vec<RecordBatch>) -> PyArrowStream {
     let schema = match batches.first() {
         Some(b) => b.schema(),
         None => Arc::new(arrow::datatypes::Schema::empty()),
     };
-    ipc::stream(&schema, batches)
+    PyArrowStream::new(schema, Source::Batches(batches.into_iter()), None)
 }
 
-/// `probelake divergence TARGET GOLDEN`: the first diverging entry of every unit (IPC).
+/// `probelake divergence TARGET GOLDEN`: the first diverging entry of every unit.
 #[pyfunction]
 #[pyo3(signature = (target, golden, threshold=0.5, storage_options=None))]
 pub fn divergence<'py>(
@@ -253,7 +253,7 @@ pub fn divergence<'py>(
     golden: String,
     threshold: f64,
     storage_options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyBytes>> {
+) -> PyResult<PyArrowStream> {
     if !(threshold >= 0.0 && threshold.is_finite()) {
         return Err(Error::argument(format!(
             "threshold {threshold}: give a finite number ≥ 0 (0.5 is msprobe's rule)"
@@ -277,15 +277,15 @@ pub fn divergence<'py>(
             .collect()
             .await
             .map_err(|e| Error::chain(Kind::Query, &e).context("running the first-divergence query"))?;
-        ipc::stream(&schema, &batches)
+        Ok::<_, Error>(PyArrowStream::new(Arc::new(schema), Source::Batches(batches.into_iter()), None))
     };
-    let bytes = block_on(py, work)??;
-    Ok(PyBytes::new(py, &bytes))
+    Ok(block_on(py, work)??)
 }
 
-/// The typed schema of `table` as readers see it (`_probelake/schema/<table>.parquet`), as IPC.
+/// The typed schema of `table` as readers see it (`_probelake/schema/<table>.parquet`), as an
+/// "arrow_schema" capsule.
 #[pyfunction]
-pub fn reader_schema<'py>(py: Python<'py>, table: &str) -> PyResult<Bound<'py, PyBytes>> {
+pub fn reader_schema<'py>(py: Python<'py>, table: &str) -> PyResult<Bound<'py, PyCapsule>> {
     let schema = probelake_format::readers::reader_schema(self::table(table)?);
-    Ok(PyBytes::new(py, &ipc::stream(&schema, &[])?))
+    schema_capsule(py, &schema)
 }

@@ -3,7 +3,9 @@
 //! Tensors are snapshotted here, on the caller's thread: `record` promises the statistics of the
 //! values at the moment it was called, and the caller may change a tensor in place right after
 //! (`y.relu_()`). A contiguous CPU tensor is copied (one `memcpy`); a non-contiguous one is made
-//! contiguous by torch, which is already a private copy the writer then keeps. A device tensor
+//! contiguous by torch, which is already a private copy the writer then keeps. Either copy is
+//! made inside the writer's `record`, once its staging budget has admitted the bytes (see
+//! `TensorSource::deferred`), so memory stays within the budget. A device tensor
 //! is staged by `probelake._device.stage`: a non-blocking copy into pinned host memory enqueued
 //! on the current stream, waited for on a writer thread.
 
@@ -17,9 +19,6 @@ use crate::error::{Error, Kind, Result};
 
 /// Containers nested deeper than this are refused (a cycle, or not what msprobe records).
 const MAX_DEPTH: usize = 64;
-
-/// Copies of at least this many bytes are made with the GIL released.
-const DETACHED_COPY: usize = 1 << 20;
 
 /// torch's types and dtypes, looked up once torch is imported by the caller (never by us).
 struct Torch {
@@ -188,7 +187,8 @@ impl<'a, 'py> Converter<'a, 'py> {
                 path,
                 format!(
                     "tensors of dtype {name} cannot be recorded yet; the writer takes float64, float32, float16, \
-                     bfloat16, int8, int16, int32, int64, uint8, bool, complex64 and complex128"
+                     bfloat16, int8, int16, int32, int64, uint8, bool, complex64, complex128, the float8 types and \
+                     float4_e2m1fn_x2"
                 ),
             ));
         };
@@ -219,13 +219,10 @@ impl<'a, 'py> Converter<'a, 'py> {
         let len = byte_len(dtype, shape).ok_or_else(|| self.invalid(path, "shape too large"))?;
         let contiguous: bool = t.call_method0("is_contiguous").and_then(|c| c.extract()).map_err(err)?;
         if !contiguous {
-            // torch's copy is private to us: the writer keeps it instead of copying again.
-            let owned = t.call_method0("contiguous").map_err(err)?;
-            let ptr: usize = owned.call_method0("data_ptr").and_then(|p| p.extract()).map_err(err)?;
-            return Ok(TensorSource::shared(PyOwned { _owner: owned.unbind(), ptr, len }));
+            return Ok(made_contiguous(t.clone().unbind(), "contiguous", len));
         }
         let ptr: usize = t.call_method0("data_ptr").and_then(|p| p.extract()).map_err(err)?;
-        Ok(TensorSource::host(snapshot(self.py, ptr, len)))
+        Ok(snapshot(t.clone().unbind(), ptr, len))
     }
 
     fn staged(&self, t: &Bound<'py, PyAny>, dtype: DType, shape: &[i64], path: &str) -> Result<TensorSource> {
@@ -270,12 +267,9 @@ impl<'a, 'py> Converter<'a, 'py> {
             arr.getattr("ctypes").and_then(|c| c.getattr("data")).and_then(|p| p.extract()).map_err(err)
         };
         let source = if contiguous {
-            TensorSource::host(snapshot(self.py, data(a)?, len))
+            snapshot(a.clone().unbind(), data(a)?, len)
         } else {
-            let owned =
-                self.py.import("numpy").and_then(|np| np.call_method1("ascontiguousarray", (a,))).map_err(err)?;
-            let ptr = data(&owned)?;
-            TensorSource::shared(PyOwned { _owner: owned.unbind(), ptr, len })
+            made_contiguous(a.clone().unbind(), "ascontiguousarray", len)
         };
         Ok(Tensor::new(dtype, shape, source))
     }
@@ -289,21 +283,44 @@ fn byte_len(dtype: DType, shape: &[i64]) -> Option<usize> {
     Some(n)
 }
 
-/// A copy of `len` bytes at `ptr`, the memory of a tensor the caller holds (and so keeps alive).
-fn snapshot(py: Python<'_>, ptr: usize, len: usize) -> Vec<u8> {
-    if len == 0 || ptr == 0 {
-        return Vec::new();
-    }
-    let copy = move || {
-        // SAFETY: `ptr` is the data pointer of a contiguous tensor or array of `len` bytes
-        // (numel × itemsize) that the caller's Python object keeps alive for this call.
-        unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }.to_vec()
-    };
-    if len >= DETACHED_COPY {
-        py.detach(copy)
-    } else {
-        copy()
-    }
+/// The `len` bytes at `ptr` (the memory of `owner`, a contiguous CPU tensor or array), copied
+/// by the writer's `record` once its staging budget has admitted them, so that the copy is
+/// counted in the budget: `record` runs with the GIL released and `owner` keeps the memory
+/// alive until then (the caller may change it in place only after `record` returns).
+fn snapshot(owner: Py<PyAny>, ptr: usize, len: usize) -> TensorSource {
+    TensorSource::deferred(len, move || {
+        let bytes = if len == 0 || ptr == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: `ptr` is the data pointer of the contiguous tensor or array `owner` of
+            // `len` bytes (numel × itemsize), alive while `owner` is, during `record`.
+            unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }.to_vec()
+        };
+        drop(owner);
+        Ok(TensorSource::host(bytes))
+    })
+}
+
+/// A contiguous copy of the non-contiguous `owner` made by torch or numpy (`method`:
+/// `contiguous`, or numpy's `ascontiguousarray`) once the writer's budget has admitted its `len`
+/// bytes; the writer keeps that private copy rather than copying it again.
+fn made_contiguous(owner: Py<PyAny>, method: &'static str, len: usize) -> TensorSource {
+    TensorSource::deferred(len, move || {
+        Python::attach(|py| -> PyResult<TensorSource> {
+            let owner = owner.bind(py);
+            let (owned, ptr) = if method == "contiguous" {
+                let owned = owner.call_method0("contiguous")?;
+                let ptr: usize = owned.call_method0("data_ptr")?.extract()?;
+                (owned, ptr)
+            } else {
+                let owned = py.import("numpy")?.call_method1(method, (owner,))?;
+                let ptr: usize = owned.getattr("ctypes")?.getattr("data")?.extract()?;
+                (owned, ptr)
+            };
+            Ok(TensorSource::shared(PyOwned { _owner: owned.unbind(), ptr, len }))
+        })
+        .map_err(|e: PyErr| format!("making a contiguous copy: {e}"))
+    })
 }
 
 /// Bytes owned by a Python object (a private contiguous copy), released when the writer is done.

@@ -53,8 +53,9 @@ pub enum Md5 {
 /// xor mode's `md5` for a tensor: `0x%016x` of the XOR, `null` for an empty tensor, and for a
 /// 0-dim tensor the scalar itself (ints and bools as 64-bit two's complement hex, floats as a
 /// JSON number), as msprobe writes it.
+/// float8 and float4 tensors get `null`: msprobe computes no checksum for them.
 pub fn xor_md5(dtype: DType, data: &[u8], zero_dim: bool) -> Md5 {
-    if data.is_empty() {
+    if data.is_empty() || !dtype.has_statistics() {
         return Md5::Null;
     }
     if zero_dim {
@@ -77,7 +78,14 @@ pub fn xor_md5(dtype: DType, data: &[u8], zero_dim: bool) -> Md5 {
             DType::I16 => return Md5::Text(format!("0x{:016x}", i64::from(i16::from_le_bytes(two(data))) as u64)),
             DType::I32 => return Md5::Text(format!("0x{:016x}", i64::from(i32::from_le_bytes(four(data))) as u64)),
             DType::I64 => return Md5::Text(format!("0x{:016x}", u64::from_le_bytes(widened(8)))),
-            DType::Complex64 | DType::Complex128 => {}
+            DType::Complex64
+            | DType::Complex128
+            | DType::F8E4M3FN
+            | DType::F8E5M2
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0FNU
+            | DType::F4E2M1FNX2 => {}
         }
     }
     Md5::Text(format!("0x{:016x}", xor64(data)))

@@ -18,7 +18,12 @@ pub(crate) enum Source {
     Device(Box<dyn DeviceTensor>),
     /// A device copy started by `record`, finished on a writer thread.
     Copying(Box<dyn CopyCompletion>, usize),
+    /// Bytes made by `record` once the budget admitted them (a snapshot of the caller's memory).
+    Deferred(MakeBytes, usize),
 }
+
+/// What makes a [`TensorSource::deferred`] tensor's bytes.
+pub(crate) type MakeBytes = Box<dyn FnOnce() -> Result<TensorSource, String> + Send>;
 
 impl TensorSource {
     /// Host bytes handed over to the writer: a `Vec<u8>`, a `bytes::Bytes`, a `&'static [u8]`.
@@ -47,6 +52,16 @@ impl TensorSource {
         TensorSource(Source::Lent(LentBuffer { ptr, len, release: Some(Box::new(release)) }))
     }
 
+    /// Bytes that `make` produces — typically a copy of memory the caller will change right
+    /// after `record` returns (a snapshot) — called by `record` on the caller's thread once the
+    /// staging budget has admitted the entry's `len` bytes and before it returns, so that the
+    /// copy is counted in the budget rather than made beside it. Not called at all when the
+    /// entry is refused or dropped by back-pressure. `make` returns the bytes as another source
+    /// (host, shared or lent, of exactly `len` bytes) or an error message, which fails `record`.
+    pub fn deferred(len: usize, make: impl FnOnce() -> Result<TensorSource, String> + Send + 'static) -> Self {
+        TensorSource(Source::Deferred(Box::new(make), len))
+    }
+
     /// Device memory: `record` starts a copy into a pinned host buffer and returns; the copy is
     /// awaited on a writer thread. See [`crate::device`].
     pub fn device(tensor: impl DeviceTensor + 'static) -> Self {
@@ -59,7 +74,7 @@ impl TensorSource {
             Source::Host(b) => b.len(),
             Source::Lent(l) => l.len,
             Source::Device(d) => d.len(),
-            Source::Copying(_, len) => *len,
+            Source::Copying(_, len) | Source::Deferred(_, len) => *len,
         }
     }
 
@@ -76,6 +91,7 @@ impl std::fmt::Debug for TensorSource {
             Source::Lent(_) => "lent",
             Source::Device(_) => "device",
             Source::Copying(..) => "copying",
+            Source::Deferred(..) => "deferred",
         };
         write!(f, "TensorSource({kind}, {} bytes)", self.len())
     }

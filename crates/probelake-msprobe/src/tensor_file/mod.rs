@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub struct TensorData {
     /// dtype as msprobe's dump.json writes it for torch: "torch.float32", "torch.bfloat16",
     /// "torch.float16", "torch.float64", "torch.int8/16/32/64", "torch.uint8", "torch.bool",
-    /// "torch.complex64", "torch.complex128", "torch.float8_e4m3fn", "torch.float8_e5m2";
+    /// "torch.complex64", "torch.complex128", the float8 types and "torch.float4_e2m1fn_x2";
     /// for .npy files the numpy name ("float32", "int64", "bool", ...).
     pub dtype: String,
     /// Dimensions; empty for a 0-dim tensor.
@@ -208,6 +208,8 @@ pub enum TensorFileError {
 pub fn dtype_itemsize(dtype: &str) -> Option<usize> {
     Some(match dtype.strip_prefix("torch.").unwrap_or(dtype) {
         "bool" | "int8" | "uint8" | "float8_e4m3fn" | "float8_e5m2" | "float8_e4m3fnuz" | "float8_e5m2fnuz" => 1,
+        // float4_e2m1fn_x2 packs two 4-bit elements in a byte; torch's shape counts bytes.
+        "float8_e8m0fnu" | "float4_e2m1fn_x2" => 1,
         "float16" | "bfloat16" | "int16" | "uint16" => 2,
         "float32" | "int32" | "uint32" => 4,
         "float64" | "int64" | "uint64" | "complex64" => 8,

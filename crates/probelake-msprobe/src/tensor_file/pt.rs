@@ -28,6 +28,8 @@ const V3_DTYPES: &[&str] = &[
     "torch.float8_e5m2",
     "torch.float8_e4m3fnuz",
     "torch.float8_e5m2fnuz",
+    "torch.float8_e8m0fnu",
+    "torch.float4_e2m1fn_x2",
     "torch.uint16",
     "torch.uint32",
     "torch.uint64",

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from . import _internal
-from ._arrow import SqlResult, read_ipc
+from ._arrow import SqlResult, read_all
 from ._errors import (
     ArgumentError,
     BudgetFullError,
@@ -98,7 +98,7 @@ def compare(
         stamp,
         opts,
     )
-    return Comparison(read_ipc(data), errors, [Path(f) for f in files])
+    return Comparison(read_all(data), errors, [Path(f) for f in files])
 
 
 def divergence(
@@ -110,7 +110,7 @@ def divergence(
 ) -> pa.Table:
     """The first diverging entry of every unit in both runs (sql/first_divergence.sql)."""
     opts = dict(storage_options) if storage_options is not None else None
-    return read_ipc(_internal.divergence(_uri(target), _uri(golden), threshold, opts))
+    return read_all(_internal.divergence(_uri(target), _uri(golden), threshold, opts))
 
 
 def import_msprobe(

@@ -1,4 +1,4 @@
-"""Arrow IPC from the native module into pyarrow, and query results as Arrow streams."""
+"""Rows made by the native module, handed to pyarrow as Arrow C streams (no copy)."""
 
 from __future__ import annotations
 
@@ -8,34 +8,55 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from . import _internal
-from ._errors import ProbelakeError
 
 if TYPE_CHECKING:
     import pandas
     import polars
 
 
-def read_ipc(data: bytes) -> pa.Table:
-    """The table in one IPC stream (its buffers point into `data`: no copy)."""
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+class _Capsule:
+    """A capsule the native module made, given to pyarrow's public importers (which take
+    objects implementing the PyCapsule interface, not capsules)."""
+
+    __slots__ = ("_capsule",)
+
+    def __init__(self, capsule: object) -> None:
+        self._capsule = capsule
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self._capsule
+
+    def __arrow_c_schema__(self) -> object:
+        return self._capsule
 
 
-def read_schema(data: bytes) -> pa.Schema:
-    return pa.ipc.open_stream(pa.py_buffer(data)).schema
+def schema_of(capsule: object) -> pa.Schema:
+    """The schema in an "arrow_schema" capsule."""
+    return pa.schema(_Capsule(capsule))
+
+
+def read_all(stream: _internal.ArrowStream) -> pa.Table:
+    """Every batch of `stream` as one table. A failed read raises the native module's own
+    exception (a `QueryError` with the CLI's message, or the `KeyboardInterrupt` of a Ctrl-C)
+    rather than pyarrow's rendering of it."""
+    try:
+        return pa.RecordBatchReader.from_stream(_Capsule(stream._own_stream())).read_all()
+    except BaseException:
+        stream._raise_error()
+        raise
 
 
 class SqlResult:
     """The rows of `probelake.sql`, read once, as an Arrow stream: it implements the Arrow
-    PyCapsule interface, so `pa.table(r)`, `pl.from_arrow(r)`, `duckdb.sql("… FROM r")` take it
-    without copies. The query runs while the rows are read (with the GIL released; Ctrl-C stops
-    it)."""
+    PyCapsule interface, so `pa.table(r)`, `pl.DataFrame(r)`, `duckdb.sql("… FROM r")` take it
+    without copies. The query runs while the rows are read, batch by batch (with the GIL
+    released; Ctrl-C stops it)."""
 
-    __slots__ = ("_stream", "_schema", "_taken")
+    __slots__ = ("_stream", "_schema")
 
-    def __init__(self, stream: _internal.SqlStream) -> None:
+    def __init__(self, stream: _internal.ArrowStream) -> None:
         self._stream = stream
-        self._schema = read_schema(stream.schema_ipc())
-        self._taken = False
+        self._schema = schema_of(stream.__arrow_c_schema__())
 
     @property
     def schema(self) -> pa.Schema:
@@ -44,27 +65,23 @@ class SqlResult:
 
     @property
     def query(self) -> str:
-        return self._stream.query
-
-    def _batches(self) -> Iterator[pa.RecordBatch]:
-        while (chunk := self._stream.next_ipc()) is not None:
-            yield from pa.ipc.open_stream(pa.py_buffer(chunk))
+        return self._stream.query or ""
 
     def reader(self) -> pa.RecordBatchReader:
         """The rows as a `pyarrow.RecordBatchReader`; a result can be read only once."""
-        if self._taken:
-            raise ProbelakeError("this query's rows were already read; run probelake.sql again")
-        self._taken = True
-        return pa.RecordBatchReader.from_batches(self._schema, self._batches())
+        return pa.RecordBatchReader.from_stream(self._stream)
 
-    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        return self.reader().__arrow_c_stream__(requested_schema)
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return iter(self.reader())
 
-    def __arrow_c_schema__(self) -> Any:
-        return self._schema.__arrow_c_schema__()
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self._stream.__arrow_c_stream__(requested_schema)
+
+    def __arrow_c_schema__(self) -> object:
+        return self._stream.__arrow_c_schema__()
 
     def to_arrow(self) -> pa.Table:
-        return self.reader().read_all()
+        return read_all(self._stream)
 
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
         """The rows as a pandas DataFrame (keyword arguments go to `pyarrow.Table.to_pandas`)."""
@@ -79,5 +96,5 @@ class SqlResult:
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{f.name}: {f.type}" for f in self._schema)
-        state = "read" if self._taken else "unread"
+        state = "read" if self._stream.taken else "unread"
         return f"SqlResult({cols}; {state})"

@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from . import _internal
-from ._arrow import read_schema
+from ._arrow import schema_of
 from ._errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class Committed:
 def reader_schema(table: str) -> pa.Schema:
     """The typed schema of `table` as readers see it: file columns, then the partition columns
     (`step` and `rank` int64). The same as `_probelake/schema/<table>.parquet`."""
-    return read_schema(_internal.reader_schema(table))
+    return schema_of(_internal.reader_schema(table))
 
 
 def _s3_filesystem(options: Mapping[str, Any] | None) -> pafs.S3FileSystem:
@@ -101,6 +101,8 @@ class Lake:
     committed units; a new dataset is created by its first write."""
 
     __slots__ = ("_lake", "_storage_options")
+    _lake: _internal.Lake
+    _storage_options: dict[str, Any] | None
 
     def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         options = dict(storage_options) if storage_options is not None else None

@@ -286,7 +286,9 @@ impl Walk<'_> {
             Source::Copying(copy, _) => {
                 Held::Pinned(copy.wait().map_err(|e| WriterError::Device { item: self.item.clone(), message: e.0 })?)
             }
-            Source::Device(_) => return Err(WriterError::Internal("a device tensor reached a worker uncopied".into())),
+            Source::Device(_) | Source::Deferred(..) => {
+                return Err(WriterError::Internal("a device or deferred tensor reached a worker unmade".into()))
+            }
         };
         let data = held.as_slice();
         let zero_dim = shape.is_empty();

@@ -121,7 +121,7 @@ pub fn round_to(dtype: DType, v: f64) -> f64 {
 /// `zero_dim` is a 0-dim tensor (shape `[]`, one element). Trailing bytes that do not make a
 /// whole element are ignored; the writer checks sizes before it gets here.
 pub fn summarize(dtype: DType, data: &[u8], zero_dim: bool) -> Summary {
-    if data.len() < dtype.itemsize() {
+    if data.len() < dtype.itemsize() || !dtype.has_statistics() {
         return Summary::NULL;
     }
     match dtype {
@@ -148,6 +148,12 @@ pub fn summarize(dtype: DType, data: &[u8], zero_dim: bool) -> Summary {
             let (any, all) = int::any_all(data);
             Summary { max: Stat::Bool(any), min: Stat::Bool(all), mean: Stat::Null, norm: Stat::Null }
         }
+        DType::F8E4M3FN
+        | DType::F8E5M2
+        | DType::F8E4M3FNUZ
+        | DType::F8E5M2FNUZ
+        | DType::F8E8M0FNU
+        | DType::F4E2M1FNX2 => Summary::NULL,
         DType::Complex64 | DType::Complex128 => {
             let m = int::magnitudes(dtype, data);
             if m.has_nan() {

@@ -61,6 +61,7 @@ pub struct UnitWriter {
 struct Plan {
     tensor_bytes: u64,
     leaves: u64,
+    /// Device and deferred tensors: `enqueue` makes or starts their bytes.
     devices: usize,
 }
 
@@ -306,7 +307,7 @@ fn plan_value(name: &str, section: &str, value: &Value, plan: &mut Plan) -> Resu
             }
             plan.tensor_bytes += have;
             plan.leaves += 1;
-            plan.devices += usize::from(matches!(t.source.0, Source::Device(_)));
+            plan.devices += usize::from(matches!(t.source.0, Source::Device(_) | Source::Deferred(..)));
         }
         Value::List(items) => {
             for item in items {
@@ -342,11 +343,25 @@ fn plan_value(name: &str, section: &str, value: &Value, plan: &mut Plan) -> Resu
     Ok(())
 }
 
-/// Starts the device-to-host copy of every device tensor of the entry.
+/// Makes the bytes of every deferred tensor of the entry (its budget is taken) and starts the
+/// device-to-host copy of every device tensor.
 fn start_copies(entry: &mut Entry, pool: &PinnedPool) -> Result<()> {
     fn walk(value: &mut Value, pool: &PinnedPool, name: &str) -> Result<()> {
         match value {
             Value::Tensor(t) => {
+                if matches!(t.source.0, Source::Deferred(..)) {
+                    let taken = std::mem::replace(&mut t.source, TensorSource(Source::Host(Bytes::new())));
+                    if let Source::Deferred(make, len) = taken.0 {
+                        let made = make().map_err(|message| WriterError::invalid(name, message))?;
+                        if made.len() != len || matches!(made.0, Source::Deferred(..)) {
+                            return Err(WriterError::invalid(
+                                name,
+                                format!("a deferred tensor of {len} bytes made {} ({made:?})", made.len()),
+                            ));
+                        }
+                        t.source = made;
+                    }
+                }
                 if matches!(t.source.0, Source::Device(_)) {
                     let taken = std::mem::replace(&mut t.source, TensorSource(Source::Host(Bytes::new())));
                     if let Source::Device(device) = taken.0 {

@@ -348,3 +348,75 @@ fn a_tensor_task_with_a_budget_below_the_batch_size_still_makes_progress() {
     let record = unit.commit_blocking().expect("commit");
     assert_eq!((record.counts.entries, record.counts.tensors), (20, 20));
 }
+
+#[test]
+fn float8_and_float4_tensors_are_kept_without_statistics() {
+    // msprobe computes no statistics for them (torch has no reductions for these types) but
+    // saves their bytes in task `tensor` and takes their CRC in md5 mode.
+    let (_dir, lake) = lake();
+    let options =
+        WriterOptions { task: crate::Task::Tensor, summary_mode: crate::SummaryMode::Md5, ..WriterOptions::default() };
+    let unit = lake.unit(Unit::new(0, "default", 0), options).expect("unit");
+    let low = DType::ALL.into_iter().filter(|d| !d.has_statistics());
+    let values: Vec<Value> =
+        low.map(|d| Value::tensor(Tensor::new(d, [4], TensorSource::host(vec![0x38, 0x40, 0xc0, 0x00])))).collect();
+    assert_eq!(values.len(), 6);
+    unit.record(Entry::new("Torch.to.0.forward").output(values)).expect("record");
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!((record.counts.leaves, record.counts.tensors), (6, 6));
+}
+
+/// A deferred f32 tensor of `n` elements whose bytes are made only when `record` admits it;
+/// `made` counts the copies.
+fn deferred_entry(name: &str, n: usize, made: &Arc<AtomicUsize>) -> Entry {
+    let made = Arc::clone(made);
+    let source = TensorSource::deferred(n * 4, move || {
+        made.fetch_add(1, Ordering::SeqCst);
+        Ok(TensorSource::host(f32s(n)))
+    });
+    Entry::new(name).input_args([Value::tensor(Tensor::new(DType::F32, [n as i64], source))])
+}
+
+#[test]
+fn deferred_bytes_are_made_only_once_the_budget_admits_them() {
+    let (_dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    device.hold();
+    let made = Arc::new(AtomicUsize::new(0));
+    for backpressure in [Backpressure::Error, Backpressure::Drop] {
+        let unit = lake.unit(Unit::new(0, "default", 0), small_budget(backpressure)).expect("unit");
+        unit.record(device_entry("Torch.exp.0.forward", &device, 200)).expect("first fits");
+        let refused = unit.record(deferred_entry("Torch.exp.1.forward", 200, &made));
+        assert!(matches!(refused, Err(WriterError::BudgetFull { .. }) | Ok(Recorded::Dropped)), "{refused:?}");
+        assert_eq!(made.load(Ordering::SeqCst), 0, "{backpressure:?}: no copy for a refused entry");
+        unit.abort();
+    }
+    let unit = lake.unit(Unit::new(0, "default", 0), small_budget(Backpressure::Wait)).expect("unit");
+    unit.record(device_entry("Torch.exp.0.forward", &device, 200)).expect("first fits");
+    std::thread::scope(|s| {
+        let second = s.spawn(|| unit.record(deferred_entry("Torch.exp.1.forward", 200, &made)));
+        eventually("the second record waits", || unit.metrics().waits == 1);
+        assert_eq!(made.load(Ordering::SeqCst), 0, "no copy while the budget is full");
+        device.release();
+        assert_eq!(second.join().expect("thread").expect("record"), Recorded::Queued);
+    });
+    assert_eq!(made.load(Ordering::SeqCst), 1);
+    // Larger than the whole budget: admitted alone, once nothing else is staged.
+    unit.record(deferred_entry("Torch.exp.2.forward", 1000, &made)).expect("alone");
+    assert_eq!(unit.commit_blocking().expect("commit").counts.entries, 3);
+    assert_eq!(made.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_deferred_source_of_the_wrong_size_fails_the_record() {
+    let (_dir, lake) = lake();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    let source = TensorSource::deferred(16, || Ok(TensorSource::host(vec![0u8; 8])));
+    let entry = Entry::new("Torch.exp.0.forward").output([Value::tensor(Tensor::new(DType::F32, [4], source))]);
+    let err = unit.record(entry).expect_err("wrong size");
+    assert!(matches!(err, WriterError::InvalidEntry { .. }), "{err}");
+    let failing = TensorSource::deferred(16, || Err("the snapshot failed".into()));
+    let entry = Entry::new("Torch.exp.1.forward").output([Value::tensor(Tensor::new(DType::F32, [4], failing))]);
+    assert!(unit.record(entry).expect_err("make failed").to_string().contains("the snapshot failed"));
+    assert_eq!(unit.commit_blocking().expect("commit").counts.entries, 0);
+}
