@@ -2,7 +2,8 @@
 
 The `console` blocks of the page are run first (with the probelake binary under test), in a
 fresh folder; then each `python` block runs there, in order, and the check registered for its
-heading compares its variables with `probelake sql` counts.
+heading compares its variables with `probelake sql` counts. Blocks that import the `probelake`
+package (or torch) are skipped where it is not installed.
 """
 
 import json
@@ -192,7 +193,112 @@ def read_s3(ns, work):
     assert ns["per_unit"]["len"].sum() == leaves(work)
 
 
+# The package's snippets.
+
+
+def distinct_units(path):
+    return count("SELECT count(*) FROM (SELECT DISTINCT step, stage, rank FROM dump)", ("r", path))
+
+
+def package_open(ns, work):
+    units = ns["lake"].units()
+    assert len(units) == distinct_units(work / "lake" / "base") > 0
+    assert sum(u.leaves for u in units) == leaves(work)
+
+
+def package_s3(ns, work):
+    per_stage = ns["per_stage"]
+    assert per_stage.sum() == leaves(work)
+    want = count("SELECT count(DISTINCT stage) FROM dump", runs(work)[0])
+    assert len(per_stage) == want
+
+
+def package_read(ns, work):
+    import polars as pl
+    import pyarrow as pa
+
+    assert ns["dump"].schema.field("step").type == pa.int64()
+    assert ns["dump"].count_rows() == leaves(work)
+    update = ns["update"]
+    assert len(update) == leaves(work, UPDATE_2) > 0
+    assert str(update["step"].dtype) == "int64" and str(update["rank"].dtype) == "int64"
+    assert set(update["step"]) == {2}
+    outputs = ns["outputs"]
+    assert outputs.height == leaves(work, "section = 'output'") > 0
+    assert outputs.schema["step"] == pl.Int64
+
+
+def package_sql(ns, work):
+    import polars as pl
+    import pyarrow as pa
+
+    worst = ns["worst"]
+    assert list(worst.columns) == ["step", "stage", "item", "norm", "norm_base", "rel"]
+    assert 0 < len(worst) <= 10 and str(worst["step"].dtype) == "int64"
+    assert worst["rel"].max() == pytest.approx(count(JOIN.format(what="max(rel_err(t.norm, g.norm))"), *runs(work)))
+    assert ns["table"].num_rows > 0 and ns["table"].schema.field("leaves").type == pa.int64()
+    frame = ns["frame"]
+    assert isinstance(frame, pl.DataFrame) and frame.schema["leaves"] == pl.Int64
+    assert frame["leaves"].to_list() == ns["table"]["leaves"].to_pylist()
+    assert sum(ns["table"]["leaves"].to_pylist()) == ns["in_duckdb"][0][0] == leaves(work)
+
+
+def package_ops(ns, work):
+    import csv
+
+    result = ns["result"]
+    rows = [r for f in result.files for r in csv.DictReader(f.open(newline=""))]
+    assert result.table.num_rows == len(rows) > 0
+    assert result.errors == len(ns["errors"]) == sum(r["Result"] == "error" for r in rows) > 0
+    divergence = probelake("divergence", work / "lake/bug", work / "lake/base", "--format", "json", "-q", codes=(0, 1))
+    assert len(ns["first"]) == len(json.loads(divergence.stdout)) > 0
+    assert ns["units"] == distinct_units(work / "lake" / "base") and ns["files"] > 0
+    base = ns["probelake"].open(work / "lake" / "base").units()
+    assert [(u.step, u.stage, u.rank, u.leaves) for u in ns["again"]] == [
+        (u.step, u.stage, u.rank, u.leaves) for u in base
+    ]
+
+
+def package_writer(ns, work):
+    torch = ns["torch"]
+    lake = ns["lake"]
+    assert [(u.step, u.stage, u.rank) for u in lake.units()] == [(1, "actor_update", 0)]
+    stats = ns["stats"].set_index("item")
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32)
+    y = linear(torch.randn(8, 64)).detach()
+    out = stats.loc["Functional.linear.0.forward.output.0"]
+    assert out["min"] == pytest.approx(float(y.min())) and out["min"] < 0  # before the in-place relu
+    assert stats.loc["Functional.relu.0.forward.input.0", "min"] == 0.0
+    assert list(out["shape"]) == [8, 32] and out["dtype"] == "torch.float32"
+    grad = stats.loc["Module.linear.Linear.parameters_grad.bias"]
+    want = (y > 0).sum(0).float()  # d sum(relu(y)) / d bias
+    assert (grad["max"], grad["min"]) == (float(want.max()), float(want.min()))
+    assert (work / "msprobe" / "written").is_dir()
+    dumps = list((work / "msprobe" / "written").rglob("dump.json"))
+    assert len(dumps) == 1 and "Functional.linear.0.forward" in json.loads(dumps[0].read_text())["data"]
+
+
+def package_tensors(ns, work):
+    assert ns["torch"].equal(ns["back"], ns["w"].t())
+    assert ns["lake"].to_arrow("tensor").num_rows == 2
+
+
+def package_errors(ns, work):
+    assert ns["message"].startswith("Schema error: No field named nope")
+    done = probelake("sql", work / "lake" / "base", "-c", "SELECT nope FROM dump", codes=(2,))
+    assert ns["message"].splitlines()[0] in done.stderr
+
+
 CHECKS = {
+    "Open a dataset": package_open,
+    "Open a dataset / On S3": package_s3,
+    "Read committed units": package_read,
+    "SQL into pyarrow, pandas, polars": package_sql,
+    "Compare, divergence, import, export": package_ops,
+    "Record from a training job": package_writer,
+    "Record from a training job / Tensors too": package_tensors,
+    "Errors": package_errors,
     "Load a run / pandas": load_pandas,
     "Load a run / polars": load_polars,
     "Load a run / pyarrow": load_pyarrow,
@@ -233,6 +339,10 @@ def upload_to_s3(work):
 
 @pytest.mark.parametrize("heading, code", blocks("python"), ids=[h for h, _ in blocks("python")])
 def test_recipe(heading, code, workdir, monkeypatch, request):
+    if "import probelake" in code:
+        pytest.importorskip("probelake", reason="the probelake package is not installed in this venv")
+    if "import torch" in code:
+        pytest.importorskip("torch")
     if "PROBELAKE_S3_ENDPOINT" in code:
         if not os.environ.get("PROBELAKE_S3_ENDPOINT"):
             # No S3 of the caller's: the test's own moto server.
