@@ -184,6 +184,27 @@ pub fn encode_partition_value(value: &str) -> String {
     out
 }
 
+/// A stage as one folder name of an output tree (compare writes `step{N}/{stage}/`): itself when
+/// it is a plain name, as verl's stages are, else its [`encode_partition_value`], so that a stage
+/// such as `../x` can never lead outside the output folder.
+///
+/// ```
+/// use probelake_format::layout::stage_folder_name;
+/// assert_eq!(stage_folder_name("actor_update"), "actor_update");
+/// assert_eq!(stage_folder_name("../x"), "..%2Fx");
+/// ```
+pub fn stage_folder_name(stage: &str) -> String {
+    let plain = !stage.is_empty()
+        && stage != "."
+        && stage != ".."
+        && !stage.chars().any(|c| c == '/' || c == '\\' || c.is_control());
+    if plain {
+        stage.to_string()
+    } else {
+        encode_partition_value(stage)
+    }
+}
+
 fn keeps(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
 }
@@ -374,6 +395,16 @@ pub fn parse_unit_path(rel: &str) -> Option<Unit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stages_become_one_safe_folder_name() {
+        assert_eq!(stage_folder_name("actor_update"), "actor_update");
+        assert_eq!(stage_folder_name("ref compute é"), "ref compute é");
+        for hostile in ["..", ".", "", "../../x", "a/b", "a\\b", "a\u{1b}[2J"] {
+            let name = stage_folder_name(hostile);
+            assert!(!name.contains('/') && name != ".." && name != "." && !name.is_empty(), "{hostile:?} -> {name}");
+        }
+    }
 
     #[test]
     fn partition_values_round_trip_and_stay_inside() {

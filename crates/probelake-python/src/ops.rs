@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use probelake_format::layout::encode_partition_value;
+use probelake_format::layout::stage_folder_name;
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{Lake, StorageOptions, Unit};
 use probelake_msprobe::{export, import, ExportOptions, ImportOptions, NoProgress, Overrides, TreeLayout};
@@ -120,18 +120,6 @@ async fn open_run(arg: String, what: &'static str, storage: StorageOptions) -> R
     Ok(Opened { lake: open_for_write(&arg, &storage)?, _tmp: None })
 }
 
-fn folder_name(stage: &str) -> String {
-    let plain = !stage.is_empty()
-        && stage != "."
-        && stage != ".."
-        && !stage.chars().any(|c| c == '/' || c == '\\' || c.is_control());
-    if plain {
-        stage.to_string()
-    } else {
-        encode_partition_value(stage)
-    }
-}
-
 /// `probelake compare TARGET GOLDEN`: every unit in both runs compared as msprobe compare
 /// does. Returns the typed table (an Arrow stream) and the count of `error` rows; with `out`, also writes
 /// msprobe's CSV per unit there (named as the CLI names them, `stamp` their timestamp).
@@ -207,7 +195,7 @@ pub fn compare<'py>(
             batches.push(result.to_record_batch()?);
             if let (Some(tree), Some(out)) = (tree.as_mut(), out.as_ref()) {
                 let dir = if nested {
-                    PathBuf::from(format!("step{}", tr.unit.step)).join(folder_name(&tr.unit.stage))
+                    PathBuf::from(format!("step{}", tr.unit.step)).join(stage_folder_name(&tr.unit.stage))
                 } else {
                     PathBuf::new()
                 };

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use probelake_format::layout::encode_partition_value;
+use probelake_format::layout::stage_folder_name;
 use probelake_format::output_tree::OutputTree;
 use probelake_format::{Lake, StorageOptions, Unit};
 use probelake_msprobe::{import, ImportOptions, NoProgress, Progress as _};
@@ -302,7 +302,7 @@ impl Sink {
         };
         let unit = planned.unit().clone();
         let dir = if self.nested {
-            PathBuf::from(format!("step{}", unit.step)).join(folder_name(&unit.stage))
+            PathBuf::from(format!("step{}", unit.step)).join(stage_folder_name(&unit.stage))
         } else {
             PathBuf::new()
         };
@@ -371,20 +371,6 @@ fn render_result(result: &UnitComparison, xlsx: bool) -> anyhow::Result<Vec<u8>>
     let mut buf = Vec::new();
     crate::output::write_batches(&mut buf, &[batch], crate::output::OutputFormat::Parquet, 0)?;
     Ok(buf)
-}
-
-/// The stage as one folder name: itself when it is a plain name (verl's stages are), else its
-/// percent-encoding, so that a stage such as `../x` can never lead outside the output folder.
-fn folder_name(stage: &str) -> String {
-    let plain = !stage.is_empty()
-        && stage != "."
-        && stage != ".."
-        && !stage.chars().any(|c| c == '/' || c == '\\' || c.is_control());
-    if plain {
-        stage.to_string()
-    } else {
-        encode_partition_value(stage)
-    }
 }
 
 fn print_table(result: &UnitComparison) -> anyhow::Result<()> {
@@ -479,15 +465,5 @@ mod tests {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));
         assert_eq!(super::civil_from_days(20_779), (2026, 11, 22));
         assert_eq!(super::utc_stamp(1_795_306_985), "20261122002305");
-    }
-
-    #[test]
-    fn stages_become_one_safe_folder_name() {
-        assert_eq!(super::folder_name("actor_update"), "actor_update");
-        assert_eq!(super::folder_name("ref compute é"), "ref compute é");
-        for hostile in ["..", ".", "", "../../x", "a/b", "a\\b", "a\u{1b}[2J"] {
-            let name = super::folder_name(hostile);
-            assert!(!name.contains('/') && name != ".." && name != "." && !name.is_empty(), "{hostile:?} -> {name}");
-        }
     }
 }
