@@ -249,30 +249,16 @@ impl Lake {
         let mut listing = Listing::default();
         let schemas: Vec<String> = Table::ALL.iter().map(|t| reader_schema_path(*t)).collect();
         for top in Table::ALL.iter().map(|t| t.name()).chain([SCHEMA_DIR]) {
-            let prefix = child(self.root(), top);
-            let metas: Vec<_> = self
-                .store()
-                .list(Some(&prefix))
-                .try_collect()
-                .await
-                .map_err(|e| FormatError::store(self.location(&prefix), e))?;
-            for meta in metas {
-                let rel = self.relative(&meta.location);
-                let kind = if is_layout_data_path(&rel) {
+            for mut found in self.objects_below(top).await? {
+                found.kind = if is_layout_data_path(&found.rel) {
                     LeftoverKind::DataFile
-                } else if schemas.contains(&rel) {
+                } else if schemas.contains(&found.rel) {
                     LeftoverKind::ReaderSchema
                 } else {
                     listing.foreign += 1;
                     continue;
                 };
-                let millis = u64::try_from(meta.last_modified.timestamp_millis()).unwrap_or(0);
-                listing.files.push(Found {
-                    rel,
-                    bytes: meta.size,
-                    modified: SystemTime::UNIX_EPOCH + Duration::from_millis(millis),
-                    kind,
-                });
+                listing.files.push(found);
             }
         }
         Ok(listing)
@@ -286,28 +272,33 @@ impl Lake {
     async fn list_store(&self) -> Result<Vec<Found>> {
         let mut found = Vec::new();
         for table in Table::ALL {
-            let prefix = child(self.root(), table.name());
-            let metas: Vec<_> = self
-                .store()
-                .list(Some(&prefix))
-                .try_collect()
-                .await
-                .map_err(|e| FormatError::store(self.location(&prefix), e))?;
-            for meta in metas {
-                let rel = self.relative(&meta.location);
-                if !rel.ends_with(".parquet") {
-                    continue;
-                }
+            found.extend(self.objects_below(table.name()).await?.into_iter().filter(|f| f.rel.ends_with(".parquet")));
+        }
+        Ok(found)
+    }
+
+    /// Every object below the dataset's top folder `top`, as a data file until its lister
+    /// decides otherwise.
+    async fn objects_below(&self, top: &str) -> Result<Vec<Found>> {
+        let prefix = child(self.root(), top);
+        let metas: Vec<_> = self
+            .store()
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| FormatError::store(self.location(&prefix), e))?;
+        Ok(metas
+            .into_iter()
+            .map(|meta| {
                 let millis = u64::try_from(meta.last_modified.timestamp_millis()).unwrap_or(0);
-                found.push(Found {
-                    rel,
+                Found {
+                    rel: self.relative(&meta.location),
                     bytes: meta.size,
                     modified: SystemTime::UNIX_EPOCH + Duration::from_millis(millis),
                     kind: LeftoverKind::DataFile,
-                });
-            }
-        }
-        Ok(found)
+                }
+            })
+            .collect())
     }
 
     async fn delete_leftover(&self, rel: &str) -> Result<()> {
