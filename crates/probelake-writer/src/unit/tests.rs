@@ -380,17 +380,22 @@ fn deferred_entry(name: &str, n: usize, made: &Arc<AtomicUsize>) -> Entry {
 #[test]
 fn deferred_bytes_are_made_only_once_the_budget_admits_them() {
     let (_dir, lake) = lake();
-    let device = SimulatedDevice::new();
-    device.hold();
     let made = Arc::new(AtomicUsize::new(0));
     for backpressure in [Backpressure::Error, Backpressure::Drop] {
+        // A device of its own per unit, released before the abort: an abort waits for the
+        // copies in flight, and a held one would never complete.
+        let device = SimulatedDevice::new();
+        device.hold();
         let unit = lake.unit(Unit::new(0, "default", 0), small_budget(backpressure)).expect("unit");
         unit.record(device_entry("Torch.exp.0.forward", &device, 200)).expect("first fits");
         let refused = unit.record(deferred_entry("Torch.exp.1.forward", 200, &made));
         assert!(matches!(refused, Err(WriterError::BudgetFull { .. }) | Ok(Recorded::Dropped)), "{refused:?}");
         assert_eq!(made.load(Ordering::SeqCst), 0, "{backpressure:?}: no copy for a refused entry");
+        device.release();
         unit.abort();
     }
+    let device = SimulatedDevice::new();
+    device.hold();
     let unit = lake.unit(Unit::new(0, "default", 0), small_budget(Backpressure::Wait)).expect("unit");
     unit.record(device_entry("Torch.exp.0.forward", &device, 200)).expect("first fits");
     std::thread::scope(|s| {
