@@ -250,6 +250,11 @@ def package_ops(ns, work):
     rows = [r for f in result.files for r in csv.DictReader(f.open(newline=""))]
     assert result.table.num_rows == len(rows) > 0
     assert result.errors == len(ns["errors"]) == sum(r["Result"] == "error" for r in rows) > 0
+    book = ns["book"]
+    assert book.files and all(f.suffix == ".xlsx" and "actor_update" in f.parts for f in book.files)
+    assert set(book.table.column("stage").to_pylist()) == {"actor_update"}
+    steps = ns["steps"]
+    assert set(steps.table.column("step").to_pylist()) == {2} and steps.table.num_rows > 0
     divergence = probelake("divergence", work / "lake/bug", work / "lake/base", "--format", "json", "-q", codes=(0, 1))
     assert len(ns["first"]) == len(json.loads(divergence.stdout)) > 0
     assert ns["units"] == distinct_units(work / "lake" / "base") and ns["files"] > 0

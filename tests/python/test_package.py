@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import re
 import time
 
 import pytest
@@ -147,14 +148,129 @@ def test_errors_carry_the_cli_message(demo_lake, tmp_path):
         probelake.open("s3://bucket/x", storage_options={"nope": 1})
 
 
-def test_compare_and_divergence(demo_lake, tmp_path):
-    result = probelake.compare(
-        demo_lake / "attnbug", demo_lake / "base", out=tmp_path / "cmp"
-    )
-    assert result.table.num_rows > 0 and result.files
-    assert all(f.exists() and f.suffix == ".csv" for f in result.files)
-    first = probelake.divergence(demo_lake / "attnbug", demo_lake / "base")
-    assert first.num_rows > 0 and "first_divergence" in first.column_names
+def _files(folder):
+    """The files under `folder`, by path with the timestamp taken out of their names."""
+    return {
+        re.sub(r"_\d{14}\.", ".", str(p.relative_to(folder))): p
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx", "parquet"])
+def test_compare_writes_what_the_cli_writes(demo_lake, tmp_path, fmt):
+    msprobe = demo_lake.parent / "msprobe"
+    cases = {
+        # Two step folders: rank folders by position, one flat file named after the rank folder.
+        "steps": (
+            msprobe / "attnbug/step_2/actor_update/step0",
+            msprobe / "base/step_2/actor_update/step0",
+            {},
+        ),
+        # Two datasets: every unit, in step/stage folders.
+        "datasets": (demo_lake / "attnbug", demo_lake / "base", {}),
+        # One run against itself, step 2 against step 1.
+        "flags": (
+            demo_lake / "attnbug",
+            demo_lake / "attnbug",
+            {"target_step": 2, "golden_step": 1, "stage": "actor_update"},
+        ),
+    }
+    for case, (target, golden, units) in cases.items():
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in units.items()]
+        cli_out, py_out = tmp_path / case / "cli", tmp_path / case / "py"
+        how = ["--xlsx"] if fmt == "xlsx" else ["--format", fmt]
+        cli("compare", target, golden, "-o", cli_out, *how, *flags, "-q", codes=(0, 1))
+        result = probelake.compare(target, golden, out=py_out, format=fmt, **units)
+        cli_files, py_files = _files(cli_out), _files(py_out)
+        assert list(py_files) == list(cli_files) and py_files, case
+        assert sorted(result.files) == sorted(py_files.values())
+        for name, cli_file in cli_files.items():
+            if fmt == "csv":
+                assert py_files[name].read_bytes() == cli_file.read_bytes(), (
+                    case,
+                    name,
+                )
+            elif fmt == "parquet":
+                assert pq.read_table(py_files[name]).equals(pq.read_table(cli_file)), (
+                    case,
+                    name,
+                )
+            else:
+                openpyxl = pytest.importorskip("openpyxl")
+                sheets = [
+                    [
+                        list(r)
+                        for r in openpyxl.load_workbook(f).active.iter_rows(
+                            values_only=True
+                        )
+                    ]
+                    for f in (py_files[name], cli_file)
+                ]
+                assert sheets[0] == sheets[1], (case, name)
+        assert result.errors == sum(
+            result.table.column("Result").to_pylist().count(v) for v in ["error"]
+        )
+        assert result.table.num_rows > 0
+
+
+def test_compare_and_divergence_choices_and_errors(demo_lake, tmp_path):
+    lake = demo_lake / "attnbug"
+    one = probelake.compare(lake, lake, target_step=2, golden_step=1)
+    assert set(one.table.column("step").to_pylist()) == {2}
+    notes = probelake.compare(
+        demo_lake.parent / "msprobe/attnbug/step_2/actor_update/step0",
+        demo_lake.parent / "msprobe/base/step_2/actor_update/step0",
+    ).notes
+    assert notes == [
+        "two step folders: their dump folders paired by position (rank0 with rank0)"
+    ]
+    with pytest.raises(probelake.ArgumentError, match="--golden-step"):
+        probelake.compare(lake, lake, target_step=2)
+    with pytest.raises(probelake.ArgumentError, match="format"):
+        probelake.compare(lake, lake, format="html")  # type: ignore[arg-type]
+    with pytest.raises(probelake.ArgumentError, match="no such file or folder"):
+        probelake.compare(tmp_path / "missing", lake)
+    with pytest.raises(probelake.ArgumentError, match="threshold"):
+        probelake.divergence(lake, lake, threshold=-1)
+    with pytest.raises(
+        probelake.ArgumentError, match="no \\(step, stage, rank\\) is in both runs"
+    ):
+        probelake.divergence(lake, lake, step=99)
+    # A failed write leaves nothing: the output folder is a file.
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(probelake.ProbelakeError):
+        probelake.compare(lake, demo_lake / "base", out=tmp_path / "taken")
+    assert (tmp_path / "taken").read_text() == "x"
+
+
+def test_divergence_is_the_clis(demo_lake, tmp_path):
+    target, golden = demo_lake / "attnbug", demo_lake / "base"
+    for threshold, units in [
+        (0.0, {}),
+        (0.5, {}),
+        (0.0, {"target_step": 2, "golden_step": 1}),
+    ]:
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in units.items()]
+        out = tmp_path / f"first-{threshold}-{len(units)}.parquet"
+        cli(
+            "divergence",
+            target,
+            golden,
+            "--threshold",
+            threshold,
+            "--format",
+            "parquet",
+            "-o",
+            out,
+            *flags,
+            "-q",
+            codes=(0, 1),
+        )
+        mine = probelake.divergence(target, golden, threshold=threshold, **units)
+        assert mine.column_names[-1] == "modules"
+        assert mine.equals(pq.read_table(out)), (threshold, units)
+    assert probelake.divergence(target, golden, threshold=0.0).num_rows > 0
 
 
 def test_import_export_round_trip(demo_lake, tmp_path):

@@ -9,7 +9,6 @@
 #![warn(missing_docs)]
 
 mod cmd;
-mod compare_input;
 mod damage;
 mod output;
 mod progress;
@@ -17,7 +16,6 @@ mod repl;
 mod report;
 mod unit_pairs;
 mod uri;
-mod xlsx;
 
 use std::process::ExitCode;
 

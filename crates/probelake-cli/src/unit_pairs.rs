@@ -1,16 +1,10 @@
-//! The two runs of `compare` and `divergence`: opened (msprobe files imported), told apart as
-//! msprobe tells its inputs apart, and their units paired (`compare::pairing`).
+//! The flags of `compare` and `divergence` that choose which units are compared with which
+//! (`probelake_query::compare::pairing` pairs them).
 
-use anyhow::Context as _;
-use probelake_format::{CommitRecord, StorageOptions};
-use probelake_query::compare::pairing::{
-    pair_units, InputKind, Pairing, PairingError, PairingRule, Pick, Side, UnitChoice,
-};
+use probelake_query::compare::inputs::{pairing_notes, RunPair};
+use probelake_query::compare::pairing::{Pairing, PairingError, Pick, UnitChoice};
 
-use crate::cmd::compare::{open_run, Opened};
 use crate::cmd::Context;
-use crate::compare_input::input_kind;
-use crate::uri::local_dir;
 
 /// The pairing rules, for `--help`.
 pub const PAIRING_HELP: &str = "\
@@ -71,88 +65,12 @@ impl UnitArgs {
     }
 }
 
-/// Both runs, opened, with their units and what each was given as.
-pub struct Runs {
-    /// The target run.
-    pub target: Opened,
-    /// The golden run.
-    pub golden: Opened,
-    target_units: Vec<CommitRecord>,
-    golden_units: Vec<CommitRecord>,
-    target_kind: InputKind,
-    golden_kind: InputKind,
-}
-
-impl Runs {
-    /// Opens both runs, importing msprobe files on the fly; both sides at once, as importing
-    /// keeps a core busy per side, and once when both name the same place (a step compared
-    /// with another step of one run).
-    pub async fn open(target_arg: &str, golden_arg: &str, storage: &StorageOptions) -> anyhow::Result<Runs> {
-        let open = |arg: &str, what: &'static str| {
-            let (arg, storage) = (arg.to_owned(), storage.clone());
-            tokio::spawn(async move { open_run(&arg, what, &storage).await })
-        };
-        let (target, golden) = if same_place(target_arg, golden_arg) {
-            let opened = open(target_arg, "target").await.context("opening the target")??;
-            let shared = opened.share();
-            (opened, shared)
-        } else {
-            let (t, g) = (open(target_arg, "target"), open(golden_arg, "golden"));
-            (t.await.context("opening the target")??, g.await.context("opening the golden run")??)
-        };
-        let (target_units, golden_units) = (target.lake.units().await?, golden.lake.units().await?);
-        let (target_kind, golden_kind) = (input_kind(target_arg)?, input_kind(golden_arg)?);
-        Ok(Runs { target, golden, target_units, golden_units, target_kind, golden_kind })
+/// The units of `runs` to compare under `choice`, with notes on what was paired how and left
+/// out on stderr, or an error naming both sides' units and the flags that pair them.
+pub fn pair<'a>(ctx: &Context, runs: &'a RunPair, choice: &UnitChoice) -> anyhow::Result<Pairing<'a>> {
+    let pairing = runs.pair(choice)?;
+    for note in pairing_notes(&pairing) {
+        ctx.note(&note);
     }
-
-    /// The units to compare under `choice`, notes on what was paired how and left out on
-    /// stderr, or an error naming both sides' units and the flags that pair them.
-    pub fn pair(&self, ctx: &Context, choice: &UnitChoice) -> anyhow::Result<Pairing<'_>> {
-        let pairing = pair_units(
-            Side { kind: &self.target_kind, units: &self.target_units },
-            Side { kind: &self.golden_kind, units: &self.golden_units },
-            choice,
-        )?;
-        for note in &pairing.skipped {
-            ctx.note(&format!("skipped: {note}"));
-        }
-        match pairing.rule {
-            PairingRule::DumpFiles => ctx.note("two dump files: compared with each other whatever their units"),
-            PairingRule::StepFolders => {
-                let names: Vec<String> = pairing
-                    .pairs
-                    .iter()
-                    .take(8)
-                    .map(|p| format!("{} with {}", p.target_folder.unwrap_or("?"), p.golden_folder.unwrap_or("?")))
-                    .collect();
-                ctx.note(&format!(
-                    "two step folders: their dump folders paired by position ({}{})",
-                    names.join(", "),
-                    if pairing.pairs.len() > 8 { ", …" } else { "" }
-                ));
-            }
-            PairingRule::Units => {}
-        }
-        Ok(pairing)
-    }
-}
-
-/// `target` with golden `g`, or just the unit when both are the same.
-pub fn pair_text(t: &CommitRecord, g: &CommitRecord) -> String {
-    if t.unit == g.unit {
-        t.unit.to_string()
-    } else {
-        format!("target {} with golden {}", t.unit, g.unit)
-    }
-}
-
-/// Whether two command-line locations name the same thing.
-fn same_place(a: &str, b: &str) -> bool {
-    match (local_dir(a), local_dir(b)) {
-        (Some(a), Some(b)) => match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => false,
-        },
-        _ => a == b,
-    }
+    Ok(pairing)
 }

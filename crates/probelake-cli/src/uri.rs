@@ -1,10 +1,10 @@
 //! Dataset locations given on the command line (a path, `file://` or `s3://` URL) and the
 //! object-storage flags every command shares.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+pub use probelake_format::storage::{display_uri as display, local_dir};
 use probelake_format::storage::{open, StorageOptions};
 use probelake_format::Lake;
 
@@ -66,15 +66,6 @@ pub fn open_lake(uri: &str, storage: &StorageOptions) -> anyhow::Result<Lake> {
     open(uri, storage).with_context(|| format!("opening dataset {}", display(uri)))
 }
 
-/// The local folder of `uri`, if it names one.
-pub fn local_dir(uri: &str) -> Option<PathBuf> {
-    match uri.strip_prefix("file://") {
-        Some(rest) => Some(PathBuf::from(rest)),
-        None if !uri.contains("://") => Some(PathBuf::from(uri)),
-        None => None,
-    }
-}
-
 /// Opens the dataset at `uri`, which must exist already (readers must not create folders).
 pub fn open_existing(uri: &str, storage: &StorageOptions) -> anyhow::Result<Lake> {
     if let Some(dir) = local_dir(uri) {
@@ -83,14 +74,4 @@ pub fn open_existing(uri: &str, storage: &StorageOptions) -> anyhow::Result<Lake
         }
     }
     open_lake(uri, storage)
-}
-
-/// `uri` as it may be printed: no user-info part, which could hold a secret.
-pub fn display(uri: &str) -> String {
-    match uri.split_once("://") {
-        Some((scheme, rest)) if rest.split('/').next().is_some_and(|host| host.contains('@')) => {
-            format!("{scheme}://…")
-        }
-        _ => uri.to_string(),
-    }
 }

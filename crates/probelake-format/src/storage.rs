@@ -103,6 +103,39 @@ impl StorageOptions {
 /// Smallest part S3 accepts (all parts but the last).
 pub const MIN_PART_SIZE: usize = 5 * 1024 * 1024;
 
+/// The local folder (or file) `uri` names: a plain path or a `file://` URL; `None` for object
+/// storage and other schemes.
+///
+/// ```
+/// use probelake_format::storage::local_dir;
+/// assert_eq!(local_dir("file:///data/run").unwrap(), std::path::Path::new("/data/run"));
+/// assert_eq!(local_dir("runs/a").unwrap(), std::path::Path::new("runs/a"));
+/// assert!(local_dir("s3://bucket/run").is_none());
+/// ```
+pub fn local_dir(uri: &str) -> Option<std::path::PathBuf> {
+    match uri.strip_prefix("file://") {
+        Some(rest) => Some(std::path::PathBuf::from(rest)),
+        None if !uri.contains("://") => Some(std::path::PathBuf::from(uri)),
+        None => None,
+    }
+}
+
+/// `uri` as it may be printed: without a user-info part, which could hold a secret.
+///
+/// ```
+/// use probelake_format::storage::display_uri;
+/// assert_eq!(display_uri("s3://key:secret@host/bucket"), "s3://…");
+/// assert_eq!(display_uri("s3://bucket/run"), "s3://bucket/run");
+/// ```
+pub fn display_uri(uri: &str) -> String {
+    match uri.split_once("://") {
+        Some((scheme, rest)) if rest.split('/').next().is_some_and(|host| host.contains('@')) => {
+            format!("{scheme}://…")
+        }
+        _ => uri.to_string(),
+    }
+}
+
 /// Opens the dataset at `uri` (a local folder is created if missing; a bucket must exist).
 pub fn open(uri: &str, options: &StorageOptions) -> Result<Lake> {
     if let Some(rest) = uri.strip_prefix("file://") {

@@ -107,13 +107,19 @@ impl From<probelake_format::FormatError> for Error {
     }
 }
 
-impl From<probelake_msprobe::MsprobeError> for Error {
-    fn from(e: probelake_msprobe::MsprobeError) -> Self {
-        let kind = match &e {
+impl Error {
+    /// The class of an msprobe error: the dataset's, or msprobe's files'.
+    fn from_msprobe_kind(e: &probelake_msprobe::MsprobeError) -> Kind {
+        match e {
             probelake_msprobe::MsprobeError::Dataset(_) => Kind::Dataset,
             _ => Kind::Msprobe,
-        };
-        Error::chain(kind, &e)
+        }
+    }
+}
+
+impl From<probelake_msprobe::MsprobeError> for Error {
+    fn from(e: probelake_msprobe::MsprobeError) -> Self {
+        Error::chain(Error::from_msprobe_kind(&e), &e)
     }
 }
 
@@ -121,7 +127,7 @@ impl From<probelake_query::QueryError> for Error {
     fn from(e: probelake_query::QueryError) -> Self {
         let kind = match &e {
             probelake_query::QueryError::Format(_) => Kind::Dataset,
-            probelake_query::QueryError::RunName { .. } => Kind::Argument,
+            probelake_query::QueryError::RunName { .. } | probelake_query::QueryError::Argument(_) => Kind::Argument,
             _ => Kind::Query,
         };
         Error::chain(kind, &e)
@@ -130,6 +136,31 @@ impl From<probelake_query::QueryError> for Error {
 
 impl From<probelake_query::compare::CompareError> for Error {
     fn from(e: probelake_query::compare::CompareError) -> Self {
+        Error::chain(Kind::Compare, &e)
+    }
+}
+
+impl From<probelake_query::compare::inputs::InputError> for Error {
+    fn from(e: probelake_query::compare::inputs::InputError) -> Self {
+        use probelake_query::compare::inputs::InputError as I;
+        let kind = match &e {
+            I::Missing { .. } | I::Pairing(_) => Kind::Argument,
+            I::Import { source, .. } => Error::from_msprobe_kind(source.as_ref()),
+            I::Open { .. } | I::Format(_) | I::Io { .. } | I::TempDir(_) => Kind::Dataset,
+            _ => Kind::Internal,
+        };
+        Error::chain(kind, &e)
+    }
+}
+
+impl From<probelake_query::compare::pairing::PairingError> for Error {
+    fn from(e: probelake_query::compare::pairing::PairingError) -> Self {
+        Error::chain(Kind::Argument, &e)
+    }
+}
+
+impl From<probelake_query::compare::results::ResultError> for Error {
+    fn from(e: probelake_query::compare::results::ResultError) -> Self {
         Error::chain(Kind::Compare, &e)
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use probelake_format::storage::{self, StorageOptions};
+pub use probelake_format::storage::{display_uri as display, local_dir};
 use probelake_format::{CommitRecord, Lake, Table};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -20,25 +21,6 @@ pub struct PyLake {
     storage: StorageOptions,
     /// The writer's handle, with its I/O thread, made on the first `unit` of this process.
     writer: Mutex<Option<(u32, probelake_writer::Lake)>>,
-}
-
-/// The local folder `uri` names, if it names one.
-pub fn local_dir(uri: &str) -> Option<PathBuf> {
-    match uri.strip_prefix("file://") {
-        Some(rest) => Some(PathBuf::from(rest)),
-        None if !uri.contains("://") => Some(PathBuf::from(uri)),
-        None => None,
-    }
-}
-
-/// `uri` as it may be printed: without a user-info part, which could hold a secret.
-pub fn display(uri: &str) -> String {
-    match uri.split_once("://") {
-        Some((scheme, rest)) if rest.split('/').next().is_some_and(|host| host.contains('@')) => {
-            format!("{scheme}://…")
-        }
-        _ => uri.to_string(),
-    }
 }
 
 /// Opens `uri` for writing (a local folder is created), as `probelake import` opens its DST.

@@ -4,12 +4,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use probelake_format::layout::stage_folder_name;
-use probelake_format::output_tree::OutputTree;
-use probelake_format::{Lake, StorageOptions, Unit};
 use probelake_msprobe::{export, import, ExportOptions, ImportOptions, NoProgress, Overrides, TreeLayout};
-use probelake_query::compare::{CompareMode, CompareOptions, Comparison};
-use probelake_query::{Run, RunSession};
+use probelake_query::compare::inputs::{pair_text, pairing_notes, RunPair};
+use probelake_query::compare::pairing::{Pick, UnitChoice};
+use probelake_query::compare::results::{
+    local_timestamp, needs_folders, CompareQueue, Naming, ResultFiles, ResultFormat,
+};
+use probelake_query::compare::{CompareMode, CompareOptions, Comparison, PlannedUnit};
+use probelake_query::divergence::{divergence_session, first_divergence, first_divergence_sql};
+use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
@@ -17,8 +20,6 @@ use crate::error::{Error, Kind, Result};
 use crate::lake::{display, local_dir, open_existing, open_for_write, storage_options, table};
 use crate::runtime::block_on;
 use crate::stream::{schema_capsule, PyArrowStream, Source};
-
-const FIRST_DIVERGENCE: &str = include_str!("../../../sql/first_divergence.sql");
 
 /// `probelake import SRC DST`: returns the committed units as (step, stage, rank, entries,
 /// leaves, bytes) and the bytes of JSON read.
@@ -95,49 +96,57 @@ pub fn export_msprobe(
     Ok((report.units, report.files, report.bytes))
 }
 
-/// A run given as a dataset, or as msprobe files imported into a temporary dataset (kept
-/// alive by the guard), as the CLI's compare and divergence take them.
-struct Opened {
-    lake: Lake,
-    _tmp: Option<tempfile::TempDir>,
-}
-
-async fn open_run(arg: String, what: &'static str, storage: StorageOptions) -> Result<Opened> {
-    if let Some(dir) = local_dir(&arg) {
-        if !dir.exists() {
-            return Err(Error::argument(format!("{what} {arg}: no such file or folder")));
-        }
-        if !dir.join("_probelake/manifest.json").exists() {
-            let tmp = tempfile::tempdir()
-                .map_err(|e| Error::new(Kind::Dataset, format!("creating a temporary dataset: {e}")))?;
-            let lake = Lake::local(tmp.path())?;
-            import(&dir, &lake, &ImportOptions::default(), &NoProgress)
-                .await
-                .map_err(|e| Error::from(e).context(format!("importing {what} {arg}")))?;
-            return Ok(Opened { lake, _tmp: Some(tmp) });
+/// The units to compare, from `units` (keys `step`, `stage`, `rank`, `target_step`,
+/// `golden_step`, … as the CLI's flags).
+fn unit_choice(units: Option<&Bound<'_, PyDict>>) -> Result<UnitChoice> {
+    let Some(units) = units else { return Ok(UnitChoice::default()) };
+    for key in units.keys() {
+        let key: String = key.extract().map_err(|_| Error::argument("unit choices are keyed by name"))?;
+        let known = ["step", "stage", "rank"]
+            .iter()
+            .any(|d| key == *d || key == format!("target_{d}") || key == format!("golden_{d}"));
+        if !known {
+            return Err(Error::argument(format!(
+                "unknown unit choice {key:?}: use step, stage, rank, or target_/golden_ before one"
+            )));
         }
     }
-    Ok(Opened { lake: open_for_write(&arg, &storage)?, _tmp: None })
+    fn get<'py, T: FromPyObjectOwned<'py>>(units: &Bound<'py, PyDict>, key: &str) -> Result<Option<T>> {
+        match units.get_item(key).map_err(|e| Error::argument(e.to_string()))? {
+            None => Ok(None),
+            Some(v) if v.is_none() => Ok(None),
+            Some(v) => v.extract().map(Some).map_err(|_| Error::argument(format!("{key}: wrong type"))),
+        }
+    }
+    Ok(UnitChoice {
+        step: Pick::from_flags("step", get(units, "step")?, get(units, "target_step")?, get(units, "golden_step")?)?,
+        stage: Pick::from_flags(
+            "stage",
+            get(units, "stage")?,
+            get(units, "target_stage")?,
+            get(units, "golden_stage")?,
+        )?,
+        rank: Pick::from_flags("rank", get(units, "rank")?, get(units, "target_rank")?, get(units, "golden_rank")?)?,
+    })
 }
 
-/// `probelake compare TARGET GOLDEN`: every unit in both runs compared as msprobe compare
-/// does. Returns the typed table (an Arrow stream) and the count of `error` rows; with `out`, also writes
-/// msprobe's CSV per unit there (named as the CLI names them, `stamp` their timestamp).
+/// `probelake compare TARGET GOLDEN`: the units of both runs paired as the CLI pairs them and
+/// compared as msprobe compare does. Returns the typed table (an Arrow stream), the count of
+/// `error` rows, the files written under `out` (named as the CLI names them) and the notes on
+/// how the units were paired.
 #[pyfunction]
-#[pyo3(signature = (target, golden, out=None, step=None, stage=None, rank=None, mode=None, stamp=String::new(), storage_options=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (target, golden, out=None, mode=None, format=None, units=None, storage_options=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn compare<'py>(
     py: Python<'py>,
     target: String,
     golden: String,
     out: Option<PathBuf>,
-    step: Option<i64>,
-    stage: Option<String>,
-    rank: Option<i64>,
     mode: Option<String>,
-    stamp: String,
+    format: Option<String>,
+    units: Option<&Bound<'py, PyDict>>,
     storage_options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<(PyArrowStream, usize, Vec<PathBuf>)> {
+) -> PyResult<(PyArrowStream, usize, Vec<PathBuf>, Vec<String>)> {
     let storage = self::storage_options(storage_options)?;
     let mode = match mode.as_deref() {
         None | Some("auto") => None,
@@ -150,77 +159,49 @@ pub fn compare<'py>(
             )
         }
     };
-    let from_file = std::path::Path::new(&target).is_file();
-    let work = async move {
-        let t = open_run(target, "target", storage.clone()).await?;
-        let g = open_run(golden, "golden", storage).await?;
-        let (t_units, g_units) = (t.lake.units().await?, g.lake.units().await?);
-        let select = |u: &Unit| {
-            step.is_none_or(|s| s == u.step)
-                && stage.as_deref().is_none_or(|s| s == u.stage)
-                && rank.is_none_or(|r| r == u.rank)
-        };
-        let pairs: Vec<_> = t_units
-            .iter()
-            .filter(|r| select(&r.unit))
-            .filter_map(|tr| g_units.iter().find(|gr| gr.unit == tr.unit).map(|gr| (tr.clone(), gr.clone())))
-            .collect();
-        if pairs.is_empty() {
-            return Err(Error::new(
-                Kind::Compare,
-                "no (step, stage, rank) is in both runs; `probelake info` lists each run's units",
-            ));
+    let format = match format.as_deref() {
+        None | Some("csv") => ResultFormat::Csv,
+        Some("xlsx") => ResultFormat::Xlsx,
+        Some("parquet") => ResultFormat::Parquet,
+        Some(other) => {
+            return Err(Error::argument(format!("format {other:?}: use \"csv\", \"xlsx\" or \"parquet\"")).into())
         }
-        let nested =
-            pairs.iter().any(|(a, _)| (a.unit.step, &a.unit.stage) != (pairs[0].0.unit.step, &pairs[0].0.unit.stage));
-        let comparison = Arc::new(Comparison::new(t.lake.clone(), g.lake.clone(), CompareOptions { mode }));
-        let mut tree = out.as_ref().map(|o| OutputTree::new(o, true));
-        let (mut batches, mut errors, mut written) = (Vec::new(), 0, Vec::new());
-        for (tr, gr) in &pairs {
-            let result = async {
-                let planned = comparison.plan_unit(tr, gr).await?;
-                let target_files = planned.target_files().to_vec();
-                Ok::<_, probelake_query::compare::CompareError>((planned.collect()?, target_files))
-            };
-            let (result, target_files) = match result.await {
-                Ok(r) => r,
-                Err(e) => {
-                    if let Some(tree) = tree.take() {
-                        tree.rollback();
-                    }
-                    return Err(Error::from(e).context(format!("comparing {}", tr.unit)));
+    };
+    let choice = unit_choice(units)?;
+    let target_is_file = std::path::Path::new(&target).is_file();
+    let work = async move {
+        let runs = RunPair::open(&target, &golden, &storage).await?;
+        let pairing = runs.pair(&choice)?;
+        let notes = pairing_notes(&pairing);
+        let options = CompareOptions { mode };
+        let comparison = Arc::new(Comparison::new(runs.target.lake.clone(), runs.golden.lake.clone(), options));
+        let mut files = out.map(|o| ResultFiles::new(&o, format, needs_folders(&pairing.pairs), local_timestamp()));
+        let (mut batches, mut errors) = (Vec::new(), 0);
+        let mut queue = CompareQueue::new(comparison, &pairing.pairs);
+        while let Some((pair, planned)) = queue.next().await {
+            let what = pair_text(pair.target, pair.golden);
+            let added =
+                planned.and_then(PlannedUnit::collect).map_err(|e| Error::from(e).context(format!("comparing {what}")));
+            let added = added.and_then(|result| {
+                errors += result.rows_with_result("error");
+                batches.push(result.to_record_batch()?);
+                if let Some(files) = files.as_mut() {
+                    files.add_table(&result, &result.target_files, Naming::of(pair, pairing.rule, target_is_file))?;
                 }
-            };
-            errors += result.rows_with_result("error");
-            batches.push(result.to_record_batch()?);
-            if let (Some(tree), Some(out)) = (tree.as_mut(), out.as_ref()) {
-                let dir = if nested {
-                    PathBuf::from(format!("step{}", tr.unit.step)).join(stage_folder_name(&tr.unit.stage))
-                } else {
-                    PathBuf::new()
-                };
-                let pid = match target_files.as_slice() {
-                    [(_, Some(pid))] => Some(*pid),
-                    _ => None,
-                };
-                let name = match (from_file, tr.unit.rank, pid) {
-                    (false, r, _) if r >= 0 => format!("compare_result_rank{r}_{stamp}.csv"),
-                    (false, _, Some(pid)) => format!("compare_result_proc{pid}_{stamp}.csv"),
-                    _ => format!("compare_result_{stamp}.csv"),
-                };
-                let rel = dir.join(name);
-                tree.write_with(&rel, |file| result.write_csv(file))
-                    .map_err(|e| Error::from(e).context(format!("writing {}", out.join(&rel).display())))?;
-                written.push(out.join(rel));
+                Ok::<_, Error>(())
+            });
+            if let Err(e) = added {
+                if let Some(files) = files {
+                    files.rollback();
+                }
+                return Err(e);
             }
         }
-        if let Some(tree) = tree {
-            tree.finish();
-        }
-        Ok((batches, errors, written))
+        let written = files.map(|f| f.finish().1).unwrap_or_default();
+        Ok::<_, Error>((batches, errors, written, notes))
     };
-    let (batches, errors, written) = block_on(py, work)??;
-    Ok((batches_stream(batches), errors, written))
+    let (batches, errors, written, notes) = block_on(py, work)??;
+    Ok((batches_stream(batches), errors, written, notes))
 }
 
 /// A stream over `batches` (the schema of the first; none when there are no batches).
@@ -232,40 +213,38 @@ fn batches_stream(batches: Vec<RecordBatch>) -> PyArrowStream {
     PyArrowStream::new(schema, Source::Batches(batches.into_iter()), None)
 }
 
-/// `probelake divergence TARGET GOLDEN`: the first diverging entry of every unit.
+/// `probelake divergence TARGET GOLDEN`: the first diverging entry of every unit pair, with
+/// the chain of modules above it; and the notes on how the units were paired.
 #[pyfunction]
-#[pyo3(signature = (target, golden, threshold=0.5, storage_options=None))]
+#[pyo3(signature = (target, golden, threshold=0.5, units=None, storage_options=None))]
 pub fn divergence<'py>(
     py: Python<'py>,
     target: String,
     golden: String,
     threshold: f64,
+    units: Option<&Bound<'py, PyDict>>,
     storage_options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<PyArrowStream> {
-    if !(threshold >= 0.0 && threshold.is_finite()) {
-        return Err(Error::argument(format!(
-            "threshold {threshold}: give a finite number ≥ 0 (0.5 is msprobe's rule)"
-        ))
-        .into());
-    }
+) -> PyResult<(PyArrowStream, Vec<String>)> {
+    // Checked before any input is opened, as the CLI checks its flags.
+    first_divergence_sql(threshold).map_err(Error::from)?;
     let storage = self::storage_options(storage_options)?;
+    let choice = unit_choice(units)?;
     let work = async move {
-        let t = open_run(target, "target", storage.clone()).await?;
-        let g = open_run(golden, "golden", storage).await?;
-        let session =
-            RunSession::open(vec![Run::new("target", t.lake.clone()), Run::new("golden", g.lake.clone())], false)
-                .await?;
-        let query = FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", &format!("SELECT {threshold:?} AS threshold"));
-        let frame = session
-            .sql(&query)
-            .await?
-            .ok_or_else(|| Error::new(Kind::Internal, "first_divergence.sql is not a query"))?;
-        let schema: arrow::datatypes::Schema = frame.schema().as_arrow().clone();
-        let batches = frame
-            .collect()
-            .await
-            .map_err(|e| Error::chain(Kind::Query, &e).context("running the first-divergence query"))?;
-        Ok::<_, Error>(PyArrowStream::new(Arc::new(schema), Source::Batches(batches.into_iter()), None))
+        let runs = RunPair::open(&target, &golden, &storage).await?;
+        let pairing = runs.pair(&choice)?;
+        let notes = pairing_notes(&pairing);
+        let session = divergence_session(&runs.target.lake, &runs.golden.lake, &pairing.pairs).await?;
+        let (schema, batches) = match first_divergence(&session, threshold).await {
+            Ok(found) => found,
+            Err(e) => {
+                let e = Error::from(e).context("running the first-divergence query");
+                return Err(match session.first_damaged_file().await {
+                    Some(damage) => Error::from(damage).context(e.message),
+                    None => e,
+                });
+            }
+        };
+        Ok::<_, Error>((PyArrowStream::new(schema, Source::Batches(batches.into_iter()), None), notes))
     };
     Ok(block_on(py, work)??)
 }

@@ -12,6 +12,9 @@ pub enum QueryError {
     /// DataFusion refused or failed the query; its message says where.
     #[error(transparent)]
     DataFusion(#[from] DataFusionError),
+    /// A bad argument (a threshold out of range, a canned query that lost a column).
+    #[error("{0}")]
+    Argument(String),
     /// Two runs were given the same name, or a name is not a valid schema name.
     #[error("run name `{name}`: {message}")]
     RunName {

@@ -9,6 +9,7 @@
 //! - [`RunSession`]: open runs and run SQL;
 //! - [`udf`]: `rel_err`, `is_finite_stats`, `shape_numel`, `item_slot`;
 //! - [`compare`]: `msprobe compare`'s table, cell for cell;
+//! - [`divergence`]: where two runs first part, per unit;
 //! - [`table::LakeTable`]: how a table of a run becomes a DataFusion scan.
 //!
 //! ```
@@ -28,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod compare;
+pub mod divergence;
 pub mod error;
 pub mod session;
 pub mod table;

@@ -10,9 +10,6 @@ use probelake_query::compare::{CompareOptions, Comparison};
 use probelake_synth::{write_run, SynthSpec};
 
 use super::import::human_bytes;
-
-/// The canned first-divergence query, shipped in the binary so the demo runs anywhere.
-const FIRST_DIVERGENCE: &str = include_str!("../../../../sql/first_divergence.sql");
 use super::Context;
 use crate::progress::Bar;
 use crate::uri::open_lake;
@@ -80,7 +77,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let bug = dir.join("lake").join("attnbug");
 
     // The demo's bug is small (1 %), so ask for the first difference of any size.
-    let query = FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", "SELECT 0 AS threshold");
+    // The canned query is shipped in the binary, so the demo runs anywhere.
+    let query = probelake_query::divergence::first_divergence_sql(0.0)?;
     let specs = [format!("target={}", bug.display()), format!("golden={}", base.display())];
     let session = super::sql::open_runs(&specs, None, false, &ctx.storage).await?;
     let batches = session.collect(&query).await.context("running sql/first_divergence.sql")?;

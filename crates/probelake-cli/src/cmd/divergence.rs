@@ -1,21 +1,15 @@
 //! `probelake divergence TARGET GOLDEN`: where two runs first part, for every unit at once.
 
-use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use probelake_format::CommitRecord;
-use probelake_query::datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
-use probelake_query::datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
-use probelake_query::{Run, RunSession};
+use probelake_query::compare::inputs::RunPair;
+use probelake_query::datafusion::arrow::array::RecordBatch;
+use probelake_query::divergence::{divergence_session, first_divergence};
 
 use super::Context;
-use crate::output::{collect_keeping_schema, write_batches, write_batches_to_file, OutputFormat};
-use crate::unit_pairs::{Runs, UnitArgs, PAIRING_HELP};
-
-/// The canned query; `probelake divergence` is this query with a threshold and module chains.
-const FIRST_DIVERGENCE: &str = include_str!("../../../../sql/first_divergence.sql");
+use crate::output::{write_batches, write_batches_to_file, OutputFormat};
+use crate::unit_pairs::{pair, UnitArgs, PAIRING_HELP};
 
 /// Find the first item where two runs part, per step, stage and rank.
 #[derive(Debug, clap::Args)]
@@ -68,86 +62,20 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--threshold {}: give a finite number ≥ 0 (0.5 is msprobe's rule)", args.threshold);
     }
     let choice = args.units.choice()?;
-    let runs = Runs::open(&args.target, &args.golden, &ctx.storage).await?;
-    let pairing = runs.pair(ctx, &choice)?;
-    // The query joins the two sides on (step, stage, rank): each golden unit is shown under
-    // the key of the target unit it is paired with. A table takes its partition values from
-    // the commit records, and nothing else of a record depends on its unit (its files keep
-    // their paths), so a relabelled record reads its own files under the target's key.
-    let target_units: Vec<CommitRecord> = pairing.pairs.iter().map(|p| p.target.clone()).collect();
-    let golden_units: Vec<CommitRecord> =
-        pairing.pairs.iter().map(|p| CommitRecord { unit: p.target.unit.clone(), ..p.golden.clone() }).collect();
-    let session = RunSession::open(
-        vec![
-            Run::new("target", runs.target.lake.clone()).with_units(target_units),
-            Run::new("golden", runs.golden.lake.clone()).with_units(golden_units),
-        ],
-        false,
-    )
-    .await?;
-    let query =
-        FIRST_DIVERGENCE.replace("SELECT 0.5 AS threshold", &format!("SELECT {:?} AS threshold", args.threshold));
-    let batches = collect_keeping_schema(&session, &query).await.context("running the first-divergence query");
-    let batches = crate::damage::naming_damage(batches, &session).await?;
-    let mut with_chain = Vec::with_capacity(batches.len());
-    let mut found = 0;
-    for batch in &batches {
-        found += batch.num_rows();
-        with_chain.push(add_module_chain(&session, batch).await?);
+    let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
+    let pairing = pair(ctx, &runs, &choice)?;
+    let session = divergence_session(&runs.target.lake, &runs.golden.lake, &pairing.pairs).await?;
+    let found = first_divergence(&session, args.threshold).await.context("running the first-divergence query");
+    let (schema, mut batches) = crate::damage::naming_damage(found, &session).await?;
+    let found: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    if batches.is_empty() {
+        // A header (or a Parquet file) with the result's columns all the same.
+        batches.push(RecordBatch::new_empty(schema));
     }
     match &args.output {
-        Some(path) => {
-            write_batches_to_file(path, &with_chain, args.format)?;
-        }
-        None => write_batches(&mut std::io::stdout().lock(), &with_chain, args.format, 0)?,
+        Some(path) => write_batches_to_file(path, &batches, args.format)?,
+        None => write_batches(&mut std::io::stdout().lock(), &batches, args.format, 0)?,
     }
     ctx.note(&format!("{found} unit(s) where the runs part (threshold {})", args.threshold));
     Ok(if found > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
-}
-
-/// Appends `modules`: the enclosing modules of each row's entry, outermost first.
-async fn add_module_chain(session: &RunSession, batch: &RecordBatch) -> anyhow::Result<RecordBatch> {
-    let col = |name: &str| batch.column_by_name(name).context("first_divergence.sql lost a column");
-    let (step, stage, rank, name) = (col("step")?, col("stage")?, col("rank")?, col("first_divergence")?);
-    let (step, rank) = (step.as_primitive::<Int64Type>(), rank.as_primitive::<Int64Type>());
-    let (stage, name) = (stage.as_string::<i32>(), name.as_string::<i32>());
-    let mut chains = Vec::with_capacity(batch.num_rows());
-    for i in 0..batch.num_rows() {
-        if name.is_null(i) {
-            chains.push(None);
-            continue;
-        }
-        let sql = format!(
-            "SELECT name, parent FROM target.construct WHERE step = {} AND stage = '{}' AND rank = {}",
-            step.value(i),
-            stage.value(i).replace('\'', "''"),
-            rank.value(i)
-        );
-        let rows = session.collect(&sql).await?;
-        let mut parents: HashMap<String, String> = HashMap::new();
-        for b in &rows {
-            let (n, p) = (b.column(0).as_string::<i32>(), b.column(1).as_string::<i32>());
-            for j in 0..b.num_rows() {
-                if p.is_valid(j) && !p.value(j).is_empty() {
-                    parents.insert(n.value(j).to_string(), p.value(j).to_string());
-                }
-            }
-        }
-        let mut chain = Vec::new();
-        let mut at = name.value(i).to_string();
-        while let Some(parent) = parents.get(&at) {
-            if chain.contains(parent) || chain.len() > 256 {
-                break;
-            }
-            chain.push(parent.clone());
-            at = parent.clone();
-        }
-        chain.reverse();
-        chains.push(Some(chain.join(" > ")));
-    }
-    let mut fields: Vec<Field> = batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new("modules", DataType::Utf8, true));
-    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-    columns.push(Arc::new(StringArray::from(chains)));
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
 }

@@ -9,10 +9,10 @@ use probelake_plot::{
 };
 use probelake_query::{Run, RunSession};
 
-use super::compare::open_run;
 use super::sql::{open_runs, run_name_from_path};
 use super::Context;
 use crate::damage::naming_damage;
+use probelake_query::compare::inputs::open_run;
 
 /// Draw charts of runs as SVG and PNG.
 #[derive(Debug, clap::Args)]

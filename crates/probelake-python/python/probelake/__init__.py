@@ -11,7 +11,6 @@ Every error is a `ProbelakeError`.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,15 +59,43 @@ def sql(query: str, storage_options: Mapping[str, Any] | None = None, **runs: Ur
 
 @dataclass(frozen=True)
 class Comparison:
-    """What `compare` found: msprobe compare's table for every unit (typed, led by step, stage
-    and rank), the count of rows whose Result is `error`, and the CSV files written."""
+    """What `compare` found: msprobe compare's table for every unit pair (typed, led by the
+    target unit's step, stage and rank), the count of rows whose Result is `error`, the result
+    files written, and how the units were paired."""
 
     table: pa.Table
     errors: int
     files: list[Path]
+    notes: list[str]
 
     def to_pandas(self) -> Any:
         return self.table.to_pandas()
+
+    def __repr__(self) -> str:
+        return (
+            f"Comparison({self.table.num_rows} rows, {self.errors} with Result `error`, "
+            f"{len(self.files)} file(s) written)"
+        )
+
+
+def _units(
+    step: int | None,
+    stage: str | None,
+    rank: int | None,
+    target: tuple[int | None, str | None, int | None],
+    golden: tuple[int | None, str | None, int | None],
+) -> dict[str, Any]:
+    return {
+        "step": step,
+        "stage": stage,
+        "rank": rank,
+        "target_step": target[0],
+        "target_stage": target[1],
+        "target_rank": target[2],
+        "golden_step": golden[0],
+        "golden_stage": golden[1],
+        "golden_rank": golden[2],
+    }
 
 
 def compare(
@@ -76,29 +103,40 @@ def compare(
     golden: Uri | Lake,
     out: Uri | None = None,
     *,
+    mode: Literal["auto", "statistics", "md5", "tensor"] = "auto",
+    format: Literal["csv", "xlsx", "parquet"] = "csv",  # noqa: A002
     step: int | None = None,
     stage: str | None = None,
     rank: int | None = None,
-    mode: Literal["auto", "statistics", "md5", "tensor"] = "auto",
+    target_step: int | None = None,
+    golden_step: int | None = None,
+    target_stage: str | None = None,
+    golden_stage: str | None = None,
+    target_rank: int | None = None,
+    golden_rank: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Comparison:
-    """Compares every (step, stage, rank) of `target` with `golden` as `probelake compare` does
-    (datasets, or msprobe folders / dump.json files imported on the fly). With `out`, writes
-    msprobe's CSV files there, named as the command line names them."""
-    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    """`probelake compare`: compares `target` with `golden` (datasets, or msprobe folders and
+    dump.json files imported on the fly), their units paired as the command line pairs them:
+    two dump files with each other, two step folders rank folder by rank folder, anything else
+    by equal (step, stage, rank). `step`/`stage`/`rank` keep only the target units with that
+    value; `target_X` with `golden_X` compares the target's X with the golden run's (both or
+    neither). With `out`, writes msprobe's result files there in `format`, named and stamped
+    (local time) as the command line names them; on an error none are left."""
     opts = dict(storage_options) if storage_options is not None else None
-    data, errors, files = _internal.compare(
+    units = _units(
+        step, stage, rank, (target_step, target_stage, target_rank), (golden_step, golden_stage, golden_rank)
+    )
+    data, errors, files, notes = _internal.compare(
         _uri(target),
         _uri(golden),
         os.fspath(out) if out is not None else None,
-        step,
-        stage,
-        rank,
         mode,
-        stamp,
+        format,
+        units,
         opts,
     )
-    return Comparison(read_all(data), errors, [Path(f) for f in files])
+    return Comparison(read_all(data), errors, [Path(f) for f in files], list(notes))
 
 
 def divergence(
@@ -106,11 +144,27 @@ def divergence(
     golden: Uri | Lake,
     *,
     threshold: float = 0.5,
+    step: int | None = None,
+    stage: str | None = None,
+    rank: int | None = None,
+    target_step: int | None = None,
+    golden_step: int | None = None,
+    target_stage: str | None = None,
+    golden_stage: str | None = None,
+    target_rank: int | None = None,
+    golden_rank: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> pa.Table:
-    """The first diverging entry of every unit in both runs (sql/first_divergence.sql)."""
+    """`probelake divergence`: for every unit pair (paired as `compare` pairs them), the first
+    entry in execution order with an output whose statistics differ by more than `threshold`
+    (a fraction; 0 finds the first difference of any size), with both sides' statistics and
+    `modules`, the chain of modules above it. A row per unit where the runs part."""
     opts = dict(storage_options) if storage_options is not None else None
-    return read_all(_internal.divergence(_uri(target), _uri(golden), threshold, opts))
+    units = _units(
+        step, stage, rank, (target_step, target_stage, target_rank), (golden_step, golden_stage, golden_rank)
+    )
+    data, _notes = _internal.divergence(_uri(target), _uri(golden), threshold, units, opts)
+    return read_all(data)
 
 
 def import_msprobe(

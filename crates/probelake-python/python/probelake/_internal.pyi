@@ -93,16 +93,18 @@ def compare(
     target: str,
     golden: str,
     out: str | PathLike[str] | None = None,
-    step: int | None = None,
-    stage: str | None = None,
-    rank: int | None = None,
     mode: str | None = None,
-    stamp: str = "",
+    format: str | None = None,
+    units: dict[str, int | str | None] | None = None,
     storage_options: StorageOptions = None,
-) -> tuple[ArrowStream, int, list[Path]]: ...
+) -> tuple[ArrowStream, int, list[Path], list[str]]: ...
 def divergence(
-    target: str, golden: str, threshold: float = 0.5, storage_options: StorageOptions = None
-) -> ArrowStream: ...
+    target: str,
+    golden: str,
+    threshold: float = 0.5,
+    units: dict[str, int | str | None] | None = None,
+    storage_options: StorageOptions = None,
+) -> tuple[ArrowStream, list[str]]: ...
 def reader_schema(table: str) -> object:
     """The schema readers see for `table`, as an "arrow_schema" capsule."""
 

@@ -14,13 +14,16 @@
 //! context (task, stacks, tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules`
 //! the Result and Err_message columns; `build` builds the rows chunk by chunk and `planned`
 //! hands them to a writer or a table; `pyfmt` prints values as Python does; `csv` quotes like
-//! pandas; `typed` turns the table into typed Arrow columns for Parquet. Which units are
-//! compared with which is decided before any of that, by [`pairing`].
+//! pandas; `typed` turns the table into typed Arrow columns for Parquet, [`xlsx`] into
+//! msprobe's workbook. Which units are compared with which is decided before any of that:
+//! [`inputs`] opens the two runs as they were given and [`pairing`] pairs their units;
+//! [`results`] runs many pairs and names their files as msprobe does.
 
 mod build;
 mod cells;
 mod columns;
 mod csv;
+pub mod inputs;
 pub(crate) mod leaf_side;
 mod leaves;
 mod load;
@@ -30,12 +33,14 @@ mod plan;
 mod planned;
 mod prepared;
 mod pyfmt;
+pub mod results;
 pub(crate) mod rows;
 mod rules;
 mod stats;
 mod tensor;
 mod threads;
 mod typed;
+pub mod xlsx;
 
 use std::collections::BTreeMap;
 
@@ -162,6 +167,9 @@ pub enum CompareError {
     /// Writing the table failed.
     #[error("writing the table: {0}")]
     Write(#[from] std::io::Error),
+    /// Encoding an .xlsx workbook failed.
+    #[error("writing the workbook: {0}")]
+    Xlsx(String),
 }
 
 fn unit_text(u: &Unit) -> String {

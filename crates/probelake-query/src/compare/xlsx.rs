@@ -20,9 +20,33 @@
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read as _, Write as _};
 
-use anyhow::Context as _;
-use probelake_query::compare::{CompareMode, Rows};
 use rust_xlsxwriter::Workbook;
+
+use super::{CompareError, CompareMode, Rows};
+
+/// A workbook's failure, with what was being written.
+trait Context<T> {
+    fn context(self, what: &str) -> Result<T, CompareError>;
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T, CompareError>;
+}
+
+impl<T, E: std::fmt::Display> Context<T> for Result<T, E> {
+    fn context(self, what: &str) -> Result<T, CompareError> {
+        self.map_err(|e| CompareError::Xlsx(format!("{what}: {e}")))
+    }
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T, CompareError> {
+        self.map_err(|e| CompareError::Xlsx(format!("{}: {e}", what())))
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, what: &str) -> Result<T, CompareError> {
+        self.ok_or_else(|| CompareError::Xlsx(what.to_owned()))
+    }
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T, CompareError> {
+        self.ok_or_else(|| CompareError::Xlsx(what()))
+    }
+}
 
 /// msprobe's `CompareConst.MAX_EXCEL_LENGTH`: a table this long or longer is split.
 const MAX_EXCEL_LENGTH: usize = 1_048_500;
@@ -184,7 +208,7 @@ fn py_g16(x: f64) -> String {
 type Respelled = BTreeMap<usize, Vec<(String, String)>>;
 
 /// The workbook's bytes for a table of mode `mode`.
-pub fn write_table(header: &[String], rows: &Rows, mode: CompareMode) -> anyhow::Result<Vec<u8>> {
+pub fn write_table(header: &[String], rows: &Rows, mode: CompareMode) -> Result<Vec<u8>, CompareError> {
     let mut workbook = Workbook::new();
     let columns = columns(header, mode);
     let all: Vec<_> = rows.iter().collect();
@@ -222,7 +246,7 @@ pub fn write_table(header: &[String], rows: &Rows, mode: CompareMode) -> anyhow:
     if respelled.is_empty() {
         return Ok(bytes);
     }
-    respell(bytes, &respelled).context("writing numbers of 1e16 and above as openpyxl does")
+    respell(bytes, &respelled)
 }
 
 /// A sheet: its rows of the table and its name (`None`: the default `Sheet1`).
@@ -252,42 +276,45 @@ fn truncated(text: &str) -> &str {
     }
 }
 
-fn column(c: usize) -> anyhow::Result<u16> {
+fn column(c: usize) -> Result<u16, CompareError> {
     u16::try_from(c).context("too many columns for a sheet")
 }
 
 /// The workbook `bytes` with the numbers of `respelled` written as openpyxl writes them; every
 /// other part is copied as it is.
-fn respell(bytes: Vec<u8>, respelled: &Respelled) -> anyhow::Result<Vec<u8>> {
-    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))?;
+fn respell(bytes: Vec<u8>, respelled: &Respelled) -> Result<Vec<u8>, CompareError> {
+    // The numbers of 1e16 and above, as openpyxl writes them.
+    let what = "respelling numbers of 1e16 and above";
+    let mut archive = zip::ZipArchive::new(Cursor::new(bytes)).context(what)?;
     let mut out = zip::ZipWriter::new(Cursor::new(Vec::new()));
     for i in 0..archive.len() {
-        let name = archive.by_index_raw(i)?.name().to_owned();
+        let name = archive.by_index_raw(i).context(what)?.name().to_owned();
         let sheet = name
             .strip_prefix("xl/worksheets/sheet")
             .and_then(|n| n.strip_suffix(".xml"))
             .and_then(|n| n.parse::<usize>().ok())
             .and_then(|n| respelled.get(&n.checked_sub(1)?));
         let Some(cells) = sheet else {
-            out.raw_copy_file(archive.by_index_raw(i)?)?;
+            let raw = archive.by_index_raw(i).context(what)?;
+            out.raw_copy_file(raw).context(what)?;
             continue;
         };
-        let mut file = archive.by_index(i)?;
+        let mut file = archive.by_index(i).context(what)?;
         let options = zip::write::SimpleFileOptions::default()
             .compression_method(file.compression())
             .unix_permissions(file.unix_mode().unwrap_or(0o600))
             .last_modified_time(file.last_modified().unwrap_or_default());
         let mut xml = String::new();
-        file.read_to_string(&mut xml)?;
+        file.read_to_string(&mut xml).context(what)?;
         drop(file);
-        out.start_file(name.as_str(), options)?;
-        out.write_all(respell_sheet(&xml, cells)?.as_bytes())?;
+        out.start_file(name.as_str(), options).context(what)?;
+        out.write_all(respell_sheet(&xml, cells)?.as_bytes()).context(what)?;
     }
-    Ok(out.finish()?.into_inner())
+    Ok(out.finish().context(what)?.into_inner())
 }
 
 /// Sheet XML `xml` with the `<v>` text of each cell of `cells` (in sheet order) replaced.
-fn respell_sheet(xml: &str, cells: &[(String, String)]) -> anyhow::Result<String> {
+fn respell_sheet(xml: &str, cells: &[(String, String)]) -> Result<String, CompareError> {
     let mut out = String::with_capacity(xml.len() + cells.len() * 8);
     let mut rest = xml;
     for (at, text) in cells {
@@ -420,7 +447,7 @@ mod tests {
     }
 
     #[test]
-    fn big_numbers_are_spelled_as_openpyxl_spells_them() -> anyhow::Result<()> {
+    fn big_numbers_are_spelled_as_openpyxl_spells_them() -> Result<(), Box<dyn std::error::Error>> {
         let h = header(&["NPU Name", "NPU Dtype", "NPU max", "NPU min"]);
         let rows = Rows::from_cells(4, ["a.output.0", "torch.float32", "1.0000000200408773e+20", "57"]);
         let bytes = write_table(&h, &rows, CompareMode::Statistics)?;
