@@ -329,6 +329,66 @@ def test_writer_every_dtype_nested_and_export(th, tmp_path):
     assert a.num_rows > 12 * 8
 
 
+def _msprobe_ndarray(a):
+    """msprobe 26.2's leaf for a numpy array (`BaseDataProcessor._analyze_ndarray`)."""
+    import numpy as np
+
+    leaf = {"type": "numpy.ndarray", "dtype": str(a.dtype), "shape": list(a.shape)}
+    stats = {"Max": None, "Min": None, "Mean": None, "Norm": None}
+    if a.size > 0:
+        stats = {
+            "Max": np.max(a).item(),
+            "Min": np.min(a).item(),
+            "Mean": np.mean(a).item(),
+            "Norm": np.linalg.norm(a).item(),
+        }
+    return {**leaf, **stats}
+
+
+@pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
+def test_numpy_arrays_are_recorded_as_msprobe_records_them(tmp_path, summary_mode):
+    np = pytest.importorskip("numpy")
+    import json
+
+    rng = np.random.default_rng(0)
+    arrays = {
+        "f64": rng.standard_normal(50),
+        "f32": rng.standard_normal((3, 4)).astype(np.float32),
+        "f16": rng.standard_normal(7).astype(np.float16),
+        "i64": np.array([3, -4, 12]),
+        "i8": np.arange(-5, 5, dtype=np.int8),
+        "u8": np.array([[1, 2], [250, 0]], dtype=np.uint8),
+        "bool": np.array([True, False, True, True]),
+        "strided": rng.standard_normal((4, 6)).astype(np.float32)[:, ::2],
+        "empty": np.zeros((0, 3), dtype=np.float32),
+    }
+    lake = probelake.open(tmp_path / "w")
+    with lake.unit(0, "default", 0, summary_mode=summary_mode) as u:
+        u.record("Functional.f.0.forward", input_kwargs=arrays)
+    probelake.export_msprobe(lake, tmp_path / "msprobe")
+    (dump,) = (tmp_path / "msprobe").rglob("dump.json")
+    kwargs = json.loads(dump.read_text())["data"]["Functional.f.0.forward"][
+        "input_kwargs"
+    ]
+    for name, a in arrays.items():
+        want, got = _msprobe_ndarray(a), kwargs[name]
+        assert list(got) == list(want), (
+            name
+        )  # the same keys, in msprobe's order: no md5
+        for key in ("type", "dtype", "shape", "Max", "Min"):
+            assert got[key] == want[key] and type(got[key]) is type(want[key]), (
+                name,
+                key,
+            )
+        for key in ("Mean", "Norm"):
+            # numpy reduces float arrays in their own type; probelake in float64, then rounds.
+            rel = {"float16": 1e-3, "float32": 1e-6}.get(str(a.dtype), 1e-12)
+            same = got[key] is want[key] is None or got[key] == pytest.approx(
+                want[key], rel=rel
+            )
+            assert same, (name, key, got[key], want[key])
+
+
 LOW_FLOATS = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
               "float4_e2m1fn_x2"]  # fmt: skip
 

@@ -271,7 +271,7 @@ impl<'a, 'py> Converter<'a, 'py> {
         } else {
             made_contiguous(a.clone().unbind(), "ascontiguousarray", len)
         };
-        Ok(Tensor::new(dtype, shape, source))
+        Ok(Tensor::numpy(dtype, shape, source))
     }
 }
 

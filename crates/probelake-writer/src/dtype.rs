@@ -92,6 +92,13 @@ impl DType {
         }
     }
 
+    /// The name msprobe writes for a numpy array of this type (`str(ndarray.dtype)`): `torch.`
+    /// left out (`float32`, `int64`, `bool`); numpy has no bfloat16, float8 or float4.
+    pub fn numpy_name(self) -> &'static str {
+        let name = self.torch_name();
+        name.strip_prefix("torch.").unwrap_or(name)
+    }
+
     /// Bytes per element.
     pub fn itemsize(self) -> usize {
         match self {

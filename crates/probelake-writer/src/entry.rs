@@ -185,13 +185,33 @@ pub struct Tensor {
     pub(crate) shape: Vec<i64>,
     pub(crate) requires_grad: Option<bool>,
     pub(crate) kind: Option<String>,
+    /// A numpy array: msprobe's `numpy.ndarray` leaf (numpy's dtype name, numpy's statistics,
+    /// no `requires_grad`, no md5).
+    pub(crate) numpy: bool,
     pub(crate) source: TensorSource,
 }
 
 impl Tensor {
     /// A tensor of `dtype` and `shape` (`[]` for 0-dim) whose elements are `source`.
     pub fn new(dtype: DType, shape: impl Into<Vec<i64>>, source: TensorSource) -> Self {
-        Tensor { dtype, shape: shape.into(), requires_grad: Some(false), kind: None, source }
+        Tensor { dtype, shape: shape.into(), requires_grad: Some(false), kind: None, numpy: false, source }
+    }
+
+    /// A numpy array of `dtype` and `shape`, recorded as msprobe records one: `type`
+    /// `numpy.ndarray`, `dtype` as numpy names it (`float32`), no `requires_grad`, and numpy's
+    /// statistics (`np.max`, `np.min`, `np.mean`, `np.linalg.norm`: Mean and Norm of integer
+    /// and bool arrays as float64, of float arrays in their own type), even in md5 and xor
+    /// modes, where msprobe computes no checksum for an array. Complex arrays get no
+    /// statistics.
+    pub fn numpy(dtype: DType, shape: impl Into<Vec<i64>>, source: TensorSource) -> Self {
+        Tensor {
+            dtype,
+            shape: shape.into(),
+            requires_grad: None,
+            kind: Some("numpy.ndarray".into()),
+            numpy: true,
+            source,
+        }
     }
 
     /// `requires_grad` of the original tensor (default `false`).

@@ -8,13 +8,13 @@ use probelake_msprobe::json::{write_f64, write_i64, write_str, ArrayWriter, Layo
 use probelake_msprobe::Leaf;
 
 use crate::checksum::Md5;
-use crate::dtype::DType;
 use crate::stats::{Stat, Summary};
 
 /// Everything msprobe writes for one tensor.
 pub(crate) struct TensorFacts<'a> {
     pub kind: &'a str,
-    pub dtype: DType,
+    /// `dtype` as msprobe names it: `torch.float32`, or `float32` for a numpy array.
+    pub dtype_name: &'static str,
     pub shape: &'a [i64],
     /// `None` in xor mode (the statistics are replaced by `md5`).
     pub summary: Option<Summary>,
@@ -49,7 +49,7 @@ pub(crate) fn tensor_leaf(t: TensorFacts<'_>) -> Leaf<'static> {
     };
     Leaf {
         kind: Some(Cow::Owned(t.kind.to_string())),
-        dtype: Some(Cow::Borrowed(t.dtype.torch_name())),
+        dtype: Some(Cow::Borrowed(t.dtype_name)),
         shape: Some(t.shape.to_vec()),
         stats,
         requires_grad: t.requires_grad,
@@ -68,7 +68,7 @@ fn raw_text(t: &TensorFacts<'_>, xor: bool) -> String {
     obj.raw_key(&mut out, b"\"type\"");
     write_str(&mut out, t.kind);
     obj.raw_key(&mut out, b"\"dtype\"");
-    write_str(&mut out, t.dtype.torch_name());
+    write_str(&mut out, t.dtype_name);
     obj.raw_key(&mut out, b"\"shape\"");
     let mut arr = ArrayWriter::begin(&mut out, layout, 1);
     for &d in t.shape {
@@ -122,6 +122,7 @@ fn write_md5(out: &mut Vec<u8>, md5: &Md5) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
     use probelake_msprobe::json::{parse, write_node, Arena};
 
     /// The writer's leaf equals what import reads from the JSON msprobe would have written.
@@ -143,7 +144,7 @@ mod tests {
     fn facts(dtype: DType, summary: Option<Summary>, md5: Md5) -> TensorFacts<'static> {
         TensorFacts {
             kind: "torch.Tensor",
-            dtype,
+            dtype_name: dtype.torch_name(),
             shape: &[2, 3],
             summary,
             requires_grad: Some(true),

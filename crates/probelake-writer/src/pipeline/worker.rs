@@ -16,7 +16,7 @@ use crate::error::{Result, WriterError};
 use crate::leaf::{null_leaf, scalar_leaf, tensor_leaf, TensorFacts};
 use crate::options::{SummaryMode, Task};
 use crate::source::{Held, Source};
-use crate::stats::summarize;
+use crate::stats::{summarize, summarize_numpy};
 
 /// One leaf's row, before it is appended.
 pub(crate) struct LeafOut {
@@ -279,7 +279,7 @@ impl Walk<'_> {
     }
 
     fn tensor(&mut self, t: Tensor) -> Result<()> {
-        let Tensor { dtype, shape, requires_grad, kind, source } = t;
+        let Tensor { dtype, shape, requires_grad, kind, numpy, source } = t;
         let held = match source.0 {
             Source::Host(b) => Held::Host(b),
             Source::Lent(l) => Held::Lent(l),
@@ -293,8 +293,13 @@ impl Walk<'_> {
         let data = held.as_slice();
         let zero_dim = shape.is_empty();
         let options = &self.shared.options;
-        let summary = (options.summary_mode != SummaryMode::Xor).then(|| summarize(dtype, data, zero_dim));
+        let summary = if numpy {
+            Some(summarize_numpy(dtype, data))
+        } else {
+            (options.summary_mode != SummaryMode::Xor).then(|| summarize(dtype, data, zero_dim))
+        };
         let md5 = match options.summary_mode {
+            _ if numpy => Md5::Absent,
             SummaryMode::Statistics => Md5::Absent,
             SummaryMode::Md5 => Md5::Text(crc32_hex(data)),
             SummaryMode::Xor => xor_md5(dtype, data, zero_dim),
@@ -303,7 +308,7 @@ impl Walk<'_> {
         let data_name = saved.then(|| self.data_name());
         let leaf = tensor_leaf(TensorFacts {
             kind: kind.as_deref().unwrap_or("torch.Tensor"),
-            dtype,
+            dtype_name: if numpy { dtype.numpy_name() } else { dtype.torch_name() },
             shape: &shape,
             summary,
             requires_grad,

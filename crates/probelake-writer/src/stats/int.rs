@@ -25,6 +25,26 @@ pub(super) fn min_max(dtype: DType, data: &[u8]) -> (i64, i64) {
     }
 }
 
+/// (sum, sum of squares, count) of an integer tensor's elements, in f64: numpy's mean and
+/// norm of an integer array, which it converts to float64 first.
+pub(super) fn sums(dtype: DType, data: &[u8]) -> (f64, f64, usize) {
+    fn fold<const N: usize>(data: &[u8], read: impl Fn([u8; N]) -> f64) -> (f64, f64, usize) {
+        let (items, _) = data.as_chunks::<N>();
+        let (sum, sum_sq) = items.iter().fold((0.0, 0.0), |(s, q), &item| {
+            let v = read(item);
+            (s + v, q + v * v)
+        });
+        (sum, sum_sq, items.len())
+    }
+    match dtype {
+        DType::I8 => fold::<1>(data, |b| f64::from(i8::from_le_bytes(b))),
+        DType::U8 => fold::<1>(data, |b| f64::from(u8::from_le_bytes(b))),
+        DType::I16 => fold::<2>(data, |b| f64::from(i16::from_le_bytes(b))),
+        DType::I32 => fold::<4>(data, |b| f64::from(i32::from_le_bytes(b))),
+        _ => fold::<8>(data, |b| i64::from_le_bytes(b) as f64),
+    }
+}
+
 /// (any, all) of a bool tensor: any nonzero byte is `true`.
 pub(super) fn any_all(data: &[u8]) -> (bool, bool) {
     (data.iter().any(|&b| b != 0), data.iter().all(|&b| b != 0))

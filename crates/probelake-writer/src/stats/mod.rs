@@ -41,8 +41,10 @@ mod avx2;
 mod avx512;
 mod float;
 mod int;
+mod numpy;
 
 pub use float::{moments_bf16, moments_f16, moments_f32, moments_f64, Moments};
+pub use numpy::summarize_numpy;
 
 use half::{bf16, f16};
 
