@@ -228,14 +228,22 @@ impl<'a, 'py> Converter<'a, 'py> {
     fn staged(&self, t: &Bound<'py, PyAny>, dtype: DType, shape: &[i64], path: &str) -> Result<TensorSource> {
         let err = |e: PyErr| self.invalid(path, e);
         let len = byte_len(dtype, shape).ok_or_else(|| self.invalid(path, "shape too large"))?;
-        let staged = match self.stage_cpu {
-            Some(stage) => stage.call1((t,)),
-            None => self.py.import("probelake._device").and_then(|m| m.getattr("stage")).and_then(|s| s.call1((t,))),
-        }
-        .map_err(err)?;
-        let (host, waiter): (Bound<'py, PyAny>, Bound<'py, PyAny>) = staged.extract().map_err(err)?;
-        let ptr: usize = host.call_method0("data_ptr").and_then(|p| p.extract()).map_err(err)?;
-        Ok(TensorSource::device(StagedTensor { _host: host.unbind(), waiter: waiter.unbind(), ptr, len }))
+        let stage = match self.stage_cpu {
+            Some(stage) => stage.clone(),
+            None => self.py.import("probelake._device").and_then(|m| m.getattr("stage")).map_err(err)?,
+        };
+        let (stage, tensor, path) = (stage.unbind(), t.clone().unbind(), path.to_owned());
+        // Staged once the budget has admitted the tensor, so that torch's pinned copy, like
+        // every other snapshot, exists only within the budget.
+        Ok(TensorSource::deferred(len, move || {
+            Python::attach(|py| -> PyResult<TensorSource> {
+                let staged = stage.bind(py).call1((tensor.bind(py),))?;
+                let (host, waiter): (Bound<'_, PyAny>, Bound<'_, PyAny>) = staged.extract()?;
+                let ptr: usize = host.call_method0("data_ptr")?.extract()?;
+                Ok(TensorSource::device(StagedTensor { _host: host.unbind(), waiter: waiter.unbind(), ptr, len }))
+            })
+            .map_err(|e| format!("{path}: {e}"))
+        }))
     }
 
     fn numpy_array(&self, a: &Bound<'py, PyAny>, path: &str) -> Result<Tensor> {
