@@ -476,6 +476,29 @@ def test_device_path_with_cpu_stand_in(th, tmp_path):
     u.commit()
     assert lake.to_pandas("dump", ["max"])["max"].tolist() == [2.0]
 
+    # A device tensor the budget refuses is never staged: no pinned copy, no copy enqueued.
+    staged, release = [], threading.Event()
+
+    class Held:  # holds the first tensor's budget until the second record has been refused
+        def synchronize(self):
+            assert release.wait(10)
+
+    def counting_stage(t):
+        staged.append(t)
+        return t.detach().contiguous().clone(), Held()
+
+    u = lake.unit(1, "default", 0, budget_bytes=4096, backpressure="drop")
+    u._writer._set_stage_cpu(counting_stage)
+    assert (
+        u.record("Functional.x.0.forward", output=[th.ones(1024)]) is True
+    )  # alone, admitted
+    assert (
+        u.record("Functional.x.1.forward", output=[th.ones(1024)]) is False
+    )  # dropped
+    assert len(staged) == 1
+    release.set()
+    u.commit()
+
 
 def test_abort_on_exception_and_bad_arguments_leave_the_dataset(th, tmp_path):
     lake = probelake.open(tmp_path / "w")
