@@ -97,7 +97,7 @@ impl Lake {
 
         let mut workers = Vec::with_capacity(threads);
         for i in 0..threads {
-            let (tx, rx) = std::sync::mpsc::channel();
+            let (tx, rx) = crate::pipeline::inbox::inbox();
             let pending = Arc::new(AtomicU64::new(0));
             let (out, shared, load) = (to_assembler.clone(), Arc::clone(&shared), Arc::clone(&pending));
             std::thread::Builder::new()

@@ -10,6 +10,7 @@
 //! them as Parquet files, and on commit writes the remaining files and the commit record.
 
 pub(crate) mod assembler;
+pub(crate) mod inbox;
 pub(crate) mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -125,7 +126,7 @@ impl Shared {
 
 /// A worker as the dispatcher sees it.
 pub(crate) struct WorkerHandle {
-    pub tx: std::sync::mpsc::Sender<Work>,
+    pub tx: inbox::InboxSender<Work>,
     /// Bytes queued to it and not processed yet: new entries go to the least loaded worker.
     pub pending: Arc<AtomicU64>,
 }

@@ -2,7 +2,9 @@
 //! `tensor`) its payloads, walking it exactly as import walks a dump.json entry.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
+
+use super::inbox::InboxReceiver;
 use std::sync::Arc;
 
 use probelake_msprobe::json::{parse, write_compact, write_str, Arena};
@@ -55,12 +57,12 @@ pub(crate) struct EntryRows {
 
 /// The worker loop: entries in, rows out, until `Finish`.
 pub(crate) fn run(
-    rx: &Receiver<Work>,
+    rx: &InboxReceiver<Work>,
     out: &Sender<ToAssembler>,
     shared: &Arc<Shared>,
     pending: &std::sync::atomic::AtomicU64,
 ) {
-    while let Ok(work) = rx.recv() {
+    while let Some(work) = rx.recv() {
         let job = match work {
             Work::Entry(job) => job,
             Work::Finish => break,

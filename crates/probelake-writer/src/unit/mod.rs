@@ -21,9 +21,15 @@ use crate::entry::{Entry, Value};
 use crate::error::{Result, WriterError};
 use crate::metrics::Metrics;
 use crate::options::Backpressure;
+use crate::pipeline::inbox::Urgency;
 use crate::pipeline::worker::slot_suffix;
 use crate::pipeline::{Job, Shared, ToAssembler, Work, WorkerHandle, LEAF_OVERHEAD};
 use crate::source::{Source, TensorSource};
+
+/// Tensor bytes from which an entry wakes a napping worker at once: below it, the entry's
+/// statistics take a few microseconds and can wait for the nap to end
+/// ([`crate::pipeline::inbox`]).
+const WAKE_BYTES: u64 = 256 * 1024;
 
 /// What `record` did with an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +188,10 @@ impl UnitWriter {
         worker.pending.fetch_add(plan.tensor_bytes, Ordering::AcqRel);
         self.shared.queue_depth.fetch_add(1, Ordering::Relaxed);
         let job = Job { seq, entry, tensor_bytes: plan.tensor_bytes, overhead: charge - plan.tensor_bytes };
-        if worker.tx.send(Work::Entry(job)).is_err() {
+        // A small entry waits for its worker's next nap to end, sparing this thread a wake-up;
+        // a large one (or device copies) is taken at once.
+        let urgency = if plan.tensor_bytes >= WAKE_BYTES || plan.devices > 0 { Urgency::Now } else { Urgency::Soon };
+        if worker.tx.push(Work::Entry(job), urgency).is_err() {
             self.shared.stop("a statistics thread ended unexpectedly");
             return Err(self.stopped());
         }
@@ -194,7 +203,7 @@ impl UnitWriter {
     fn end(&mut self, message: ToAssembler) -> Result<()> {
         self.ended = true;
         for w in &self.workers {
-            let _ = w.tx.send(Work::Finish);
+            let _ = w.tx.push(Work::Finish, Urgency::Now);
         }
         self.assembler
             .send(message)
