@@ -188,7 +188,7 @@ impl PyLake {
     }
 
     fn writer_lake(&self) -> Result<probelake_writer::Lake> {
-        let pid = std::process::id();
+        let pid = crate::runtime::process_id();
         let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((owner, lake)) = slot.as_ref() {
             if *owner == pid {

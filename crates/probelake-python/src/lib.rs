@@ -19,6 +19,13 @@ mod writer;
 
 use pyo3::prelude::*;
 
+// The writer's caller thread allocates a snapshot for every recorded tensor and its worker
+// threads free it; glibc's malloc serialized them on its arena lock, the largest cost of a
+// small `record` after the Python calls (docs/benchmarks.md, "The Python package"). mimalloc
+// frees across threads without a lock. Only this module's Rust allocations use it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -7,8 +7,9 @@
 //! for threads that do not exist in the child.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -20,9 +21,36 @@ static RUNTIME: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(
 /// How often a wait looks at pending signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
+/// This process's id, cached: `getpid` is a system call, and `record` asks on every call.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// The id of this process, without a system call once known; a child created by `fork`
+/// learns its own in an at-fork handler.
+pub fn process_id() -> u32 {
+    static HANDLER: Once = Once::new();
+    HANDLER.call_once(|| {
+        extern "C" fn forget_pid() {
+            PID.store(0, Ordering::SeqCst);
+        }
+        // SAFETY: registers a handler that only stores to an atomic, which is async-signal
+        // safe, in the child after a fork.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(forget_pid));
+        }
+    });
+    match PID.load(Ordering::SeqCst) {
+        0 => {
+            let pid = std::process::id();
+            PID.store(pid, Ordering::SeqCst);
+            pid
+        }
+        pid => pid,
+    }
+}
+
 /// This process's runtime, built on first use (and again in a forked child).
 pub fn runtime() -> Result<Arc<tokio::runtime::Runtime>, Error> {
-    let pid = std::process::id();
+    let pid = process_id();
     let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((owner, rt)) = slot.as_ref() {
         if *owner == pid {

@@ -26,6 +26,8 @@ struct Torch {
     size: Py<PyType>,
     dtype: Py<PyType>,
     device: Py<PyType>,
+    /// `torch.strided`, the only layout recorded.
+    strided: Py<PyAny>,
     dtypes: Vec<(Py<PyAny>, DType)>,
 }
 
@@ -46,7 +48,9 @@ fn torch(py: Python<'_>) -> Option<&Torch> {
             dtypes.push((obj.unbind(), d));
         }
     }
-    let found = Torch { tensor: ty("Tensor")?, size: ty("Size")?, dtype: ty("dtype")?, device: ty("device")?, dtypes };
+    let strided = torch.getattr("strided").ok()?.unbind();
+    let found =
+        Torch { tensor: ty("Tensor")?, size: ty("Size")?, dtype: ty("dtype")?, device: ty("device")?, strided, dtypes };
     Some(TORCH.get_or_init(py, || found))
 }
 
@@ -192,15 +196,22 @@ impl<'a, 'py> Converter<'a, 'py> {
                 ),
             ));
         };
-        let layout = t.getattr("layout").and_then(|l| l.str()).map_err(err)?;
-        if layout.to_str().map_err(err)? != "torch.strided" {
+        // Attributes that make no new Python objects where they can: `record` runs them for
+        // every tensor on the caller's thread.
+        let layout = t.getattr("layout").map_err(err)?;
+        if !layout.is(torch.strided.bind(py)) {
+            let layout = layout.str().map_err(err)?;
             return Err(self.invalid(path, format!("{layout} tensors cannot be recorded; call .to_dense() first")));
         }
-        let shape: Vec<i64> = t.getattr("shape").and_then(|s| s.extract()).map_err(err)?;
-        let requires_grad: bool = t.getattr("requires_grad").and_then(|r| r.extract()).map_err(err)?;
-        let device = t.getattr("device").and_then(|d| d.getattr("type")).map_err(err)?;
-        let device = device.cast::<PyString>().map_err(|e| self.invalid(path, e))?.to_str().map_err(err)?;
-        let source = if device == "cpu" && self.stage_cpu.is_none() {
+        let size = t.getattr("shape").map_err(err)?;
+        let size = size.cast::<PyTuple>().map_err(|e| self.invalid(path, e))?;
+        let mut shape = Vec::with_capacity(size.len());
+        for d in size.iter() {
+            shape.push(d.extract::<i64>().map_err(err)?);
+        }
+        let requires_grad = t.getattr("requires_grad").map_err(err)?.is_truthy().map_err(err)?;
+        let on_cpu = t.getattr("is_cpu").map_err(err)?.is_truthy().map_err(err)?;
+        let source = if on_cpu && self.stage_cpu.is_none() {
             // Conjugate and negative views keep the bit in metadata, not in the bytes.
             let t = if matches!(dtype, DType::Complex64 | DType::Complex128) {
                 t.call_method0("resolve_conj").and_then(|t| t.call_method0("resolve_neg")).map_err(err)?

@@ -99,14 +99,14 @@ impl PyUnitWriter {
         PyUnitWriter {
             _lake: lake,
             unit,
-            pid: std::process::id(),
+            pid: crate::runtime::process_id(),
             writer: RwLock::new(Some(writer)),
             stage_cpu: RwLock::new(None),
         }
     }
 
     fn check_process(&self) -> Result<()> {
-        if std::process::id() != self.pid {
+        if crate::runtime::process_id() != self.pid {
             return Err(Error::new(
                 Kind::Internal,
                 format!(

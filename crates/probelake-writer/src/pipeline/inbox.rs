@@ -88,6 +88,18 @@ impl<T> InboxSender<T> {
     }
 }
 
+impl<T> InboxSender<T> {
+    /// Wakes the worker if it naps or sleeps: a caller about to wait for the budget wants the
+    /// queued entries taken now.
+    pub(crate) fn nudge(&self) {
+        if self.0.state.load(Ordering::SeqCst) != AWAKE {
+            if let Some(worker) = self.0.worker.get() {
+                worker.unpark();
+            }
+        }
+    }
+}
+
 impl<T> InboxReceiver<T> {
     /// The next item, waiting for one (napping, then sleeping) as long as it takes; `None`
     /// once the sender is gone and the queue empty.

@@ -109,6 +109,7 @@ impl UnitWriter {
             match self.shared.options.backpressure {
                 Backpressure::Wait => {
                     self.shared.waits.fetch_add(1, Ordering::Relaxed);
+                    self.nudge_workers();
                     let shared = &self.shared;
                     if !shared.budget.acquire_blocking(charge, &|| shared.stopped()) {
                         return Err(self.stopped());
@@ -131,6 +132,7 @@ impl UnitWriter {
             match self.shared.options.backpressure {
                 Backpressure::Wait => {
                     self.shared.waits.fetch_add(1, Ordering::Relaxed);
+                    self.nudge_workers();
                     let shared = &self.shared;
                     if !shared.budget.acquire_async(charge, &|| shared.stopped()).await {
                         return Err(self.stopped());
@@ -172,6 +174,13 @@ impl UnitWriter {
     }
 
     /// Starts device copies, numbers the entry and hands it to the least loaded worker.
+    /// Wakes napping workers: the caller is about to wait for the budget they release.
+    fn nudge_workers(&self) {
+        for w in &self.workers {
+            w.tx.nudge();
+        }
+    }
+
     fn enqueue(&self, mut entry: Entry, plan: Plan, charge: u64) -> Result<Recorded> {
         if plan.devices > 0 {
             if let Err(e) = start_copies(&mut entry, &self.pool) {
@@ -189,8 +198,8 @@ impl UnitWriter {
         self.shared.queue_depth.fetch_add(1, Ordering::Relaxed);
         let job = Job { seq, entry, tensor_bytes: plan.tensor_bytes, overhead: charge - plan.tensor_bytes };
         // A small entry waits for its worker's next nap to end, sparing this thread a wake-up;
-        // a large one (or device copies) is taken at once.
-        let urgency = if plan.tensor_bytes >= WAKE_BYTES || plan.devices > 0 { Urgency::Now } else { Urgency::Soon };
+        // a large one is taken at once.
+        let urgency = if plan.tensor_bytes >= WAKE_BYTES { Urgency::Now } else { Urgency::Soon };
         if worker.tx.push(Work::Entry(job), urgency).is_err() {
             self.shared.stop("a statistics thread ended unexpectedly");
             return Err(self.stopped());
