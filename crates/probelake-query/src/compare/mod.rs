@@ -167,6 +167,9 @@ pub enum CompareError {
     /// Writing the table failed.
     #[error("writing the table: {0}")]
     Write(#[from] std::io::Error),
+    /// A comparison's task ended without a result (it panicked or was cancelled).
+    #[error("a comparison task stopped: {0}")]
+    Stopped(String),
     /// Encoding an .xlsx workbook failed.
     #[error("writing the workbook: {0}")]
     Xlsx(String),

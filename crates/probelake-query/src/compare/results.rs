@@ -123,7 +123,7 @@ impl<'p, 'a> CompareQueue<'p, 'a> {
         let (pair, task) = self.in_flight.pop_front()?;
         let planned = match task.join().await {
             Ok(planned) => planned,
-            Err(e) => Err(CompareError::Schema(format!("a comparison task stopped: {e}"))),
+            Err(e) => Err(CompareError::Stopped(e.to_string())),
         };
         Some((pair, planned))
     }
