@@ -18,7 +18,8 @@ use crate::error::{Result, WriterError};
 use crate::leaf::{null_leaf, scalar_leaf, tensor_leaf, TensorFacts};
 use crate::options::{SummaryMode, Task};
 use crate::source::{Held, Source};
-use crate::stats::{summarize, summarize_numpy};
+use crate::stats::numpy::summarize_numpy;
+use crate::stats::summarize;
 
 /// One leaf's row, before it is appended.
 pub(crate) struct LeafOut {

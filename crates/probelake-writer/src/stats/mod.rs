@@ -41,10 +41,9 @@ mod avx2;
 mod avx512;
 mod float;
 mod int;
-mod numpy;
+pub(crate) mod numpy;
 
 pub use float::{moments_bf16, moments_f16, moments_f32, moments_f64, Moments};
-pub use numpy::summarize_numpy;
 
 use half::{bf16, f16};
 
@@ -190,6 +189,12 @@ fn low_float(dtype: DType, data: &[u8], zero_dim: bool) -> Summary {
         DType::F16 => moments_f16(data),
         _ => moments_f32(data),
     };
+    float_summary(dtype, &m)
+}
+
+/// Max and Min as they are, Mean and Norm rounded to `dtype` (computed in its type, as torch
+/// and numpy compute them); all NaN when an element is.
+fn float_summary(dtype: DType, m: &Moments) -> Summary {
     if m.has_nan() {
         return Summary::all(Stat::Float(f64::NAN));
     }

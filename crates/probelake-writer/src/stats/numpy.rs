@@ -8,7 +8,7 @@
 //! which msprobe cannot write as JSON).
 
 use super::float::{moments_f16, moments_f32, moments_f64};
-use super::{int, round_to, Stat, Summary};
+use super::{float_summary, int, Stat, Summary};
 use crate::dtype::DType;
 
 /// The statistics msprobe records for a numpy array of `dtype` whose elements are `data`.
@@ -23,15 +23,7 @@ pub fn summarize_numpy(dtype: DType, data: &[u8]) -> Summary {
                 DType::F32 => moments_f32(data),
                 _ => moments_f16(data),
             };
-            if m.has_nan() {
-                return Summary::all(Stat::Float(f64::NAN));
-            }
-            Summary {
-                max: Stat::Float(m.max),
-                min: Stat::Float(m.min),
-                mean: Stat::Float(round_to(dtype, m.mean())),
-                norm: Stat::Float(round_to(dtype, m.sum_sq.sqrt())),
-            }
+            float_summary(dtype, &m)
         }
         DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 => {
             let (max, min) = int::min_max(dtype, data);
