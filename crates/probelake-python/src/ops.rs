@@ -168,11 +168,11 @@ pub fn compare<'py>(
         }
     };
     let choice = unit_choice(units)?;
-    let target_is_file = std::path::Path::new(&target).is_file();
     let work = async move {
         let runs = RunPair::open(&target, &golden, &storage).await?;
         let pairing = runs.pair(&choice)?;
         let notes = pairing_notes(&pairing);
+        let target_is_file = runs.target_is_file();
         let options = CompareOptions { mode };
         let comparison = Arc::new(Comparison::new(runs.target.lake.clone(), runs.golden.lake.clone(), options));
         let mut files = out.map(|o| ResultFiles::new(&o, format, needs_folders(&pairing.pairs), local_timestamp()));

@@ -1,6 +1,6 @@
 //! `probelake compare TARGET GOLDEN`: msprobe's compare table for every unit in both runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -112,7 +112,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let (target, golden) = (&runs.target, &runs.golden);
     let pairing = pair(ctx, &runs, &choice)?;
     let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
-    let target_is_file = Path::new(&args.target).is_file();
+    let target_is_file = runs.target_is_file();
     let comparison = Arc::new(Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }));
     let mut sink = files.map(|format| ResultFiles::new(&args.output, format, needs_folders(pairs), local_timestamp()));
     let mut tables = Vec::new();

@@ -215,6 +215,12 @@ impl RunPair {
         Ok(RunPair { target, golden, target_units, golden_units, target_kind, golden_kind })
     }
 
+    /// Whether the target was given as one dump file: msprobe then names the results after
+    /// nothing ([`Naming::of`](super::results::Naming::of)).
+    pub fn target_is_file(&self) -> bool {
+        self.target_kind == InputKind::DumpFile
+    }
+
     /// The units to compare under `choice`, or an error naming both sides' units and the
     /// choices that pair them.
     pub fn pair(&self, choice: &UnitChoice) -> Result<Pairing<'_>, PairingError> {
