@@ -405,6 +405,20 @@ impl Lake {
         }
     }
 
+    /// Checks that the store takes writes here before a long job starts writing: creates the
+    /// dataset if it has no manifest, then writes and deletes a small object under
+    /// `_probelake/`. A dataset that exists but is read-only fails here, not at the first commit.
+    pub async fn check_takes_writes(&self) -> Result<()> {
+        self.ensure_manifest().await?;
+        let path = child(&self.root, &format!("_probelake/write-check-{}", uuid::Uuid::new_v4().simple()));
+        self.store
+            .put(&path, PutPayload::from_static(b"probelake"))
+            .await
+            .map_err(|e| FormatError::store(self.location(&path), e))?;
+        self.store.delete(&path).await.map_err(|e| FormatError::store(self.location(&path), e))?;
+        Ok(())
+    }
+
     async fn ensure_manifest(&self) -> Result<()> {
         // Read, not only looked for: committing into a dataset whose manifest is damaged (or
         // from a newer probelake) would hide the damage behind a successful import.

@@ -93,7 +93,8 @@ pub fn discover(src: &Path, overrides: &Overrides) -> Result<Vec<DumpDir>> {
         .map_err(|e| MsprobeError::io(base, e))?;
     let mut dirs = Vec::with_capacity(found.len());
     for (dir, kind, file_name) in found {
-        dirs.push(classify(&dir, &base, kind, file_name.as_deref(), overrides)?);
+        let abs = std::fs::canonicalize(&dir).map_err(|e| MsprobeError::io(&dir, e))?;
+        dirs.push(classify(&dir, &abs, Some(&base), kind, file_name.as_deref(), overrides)?);
     }
     dirs.sort_by(|a, b| (&a.unit, a.inner_step, a.pid, &a.file).cmp(&(&b.unit, b.inner_step, b.pid, &b.file)));
     for pair in dirs.windows(2) {
@@ -169,8 +170,34 @@ fn rank_dir(name: &str) -> Option<(i64, Option<i64>)> {
     number_after(name, "proc").or_else(|| number_after(name, "pid")).map(|pid| (-1, Some(pid)))
 }
 
-fn classify(dir: &Path, base: &Path, kind: DumpKind, file_name: Option<&str>, ov: &Overrides) -> Result<DumpDir> {
-    let abs = std::fs::canonicalize(dir).map_err(|e| MsprobeError::io(dir, e))?;
+/// Where msprobe's dump file `path` belongs, from its path alone (nothing is read): the unit
+/// and the file's place in the tree that `import` would give it and `export` writes back.
+///
+/// ```
+/// use probelake_msprobe::place_dump_file;
+/// let verl = place_dump_file("/ckpt/dump/step_3/actor_update/step0/rank1/dump.json".as_ref()).unwrap();
+/// assert_eq!((verl.unit.step, verl.unit.stage.as_str(), verl.unit.rank), (3, "actor_update", 1));
+/// assert_eq!(verl.file, "step_3/actor_update/step0/rank1/dump.json");
+/// let plain = place_dump_file("out/step2/proc4242/dump.json".as_ref()).unwrap();
+/// assert_eq!((plain.unit.step, plain.unit.rank, plain.pid), (2, -1, Some(4242)));
+/// ```
+pub fn place_dump_file(path: &Path) -> Result<DumpDir> {
+    let kind = if path.file_name().is_some_and(|n| n == "debug.json") { DumpKind::Debug } else { DumpKind::Dump };
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    classify(dir, dir, None, kind, file_name.as_deref(), &Overrides::default())
+}
+
+/// `abs` is `dir` made absolute; `base` the folder an import started from (none: the file's
+/// place is its path within the layout).
+fn classify(
+    dir: &Path,
+    abs: &Path,
+    base: Option<&Path>,
+    kind: DumpKind,
+    file_name: Option<&str>,
+    ov: &Overrides,
+) -> Result<DumpDir> {
     let names: Vec<String> = abs.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
     let at = |back: usize| names.len().checked_sub(back + 1).and_then(|i| names.get(i)).map(String::as_str);
     let file_name = file_name.unwrap_or(kind.file_name());
@@ -222,9 +249,9 @@ fn classify(dir: &Path, base: &Path, kind: DumpKind, file_name: Option<&str>, ov
     // Keep the folders between SRC and the layout's root (several dump_paths imported at
     // once); when SRC lies inside the layout, keep the layout's own path.
     let depth = rel.split('/').filter(|s| !s.is_empty()).count();
-    let layout_root = abs.ancestors().nth(depth).unwrap_or(&abs);
-    let rel = match abs.strip_prefix(base) {
-        Ok(below) if layout_root.starts_with(base) => {
+    let layout_root = abs.ancestors().nth(depth).unwrap_or(abs);
+    let rel = match base.map(|base| (base, abs.strip_prefix(base))) {
+        Some((base, Ok(below))) if layout_root.starts_with(base) => {
             below.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
         }
         _ => rel,

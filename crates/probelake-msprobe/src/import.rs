@@ -18,7 +18,7 @@ use probelake_format::layout::{Table, Unit};
 use crate::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
 use crate::construct::{render_construct, take_apart_construct};
 use crate::discover::{discover, DumpDir, Overrides};
-use crate::dump_file::{rebuilds_source, take_apart_read, ParsedDump};
+use crate::dump_file::{rebuilds_source, take_apart_read, DumpKind, ParsedDump};
 use crate::in_order::map_in_order;
 use crate::read_dump::{parse_dump, DumpDoc};
 use crate::stack::{render_stack, take_apart_stack};
@@ -157,6 +157,11 @@ fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
         read_dump_dir(dir, &mut columns, &mut counts)?;
         progress.advance(dir_bytes(dir));
     }
+    Ok((encode_unit(&mut columns)?, counts))
+}
+
+/// Encodes a unit's columns into its Parquet files.
+pub(crate) fn encode_unit(columns: &mut UnitColumns) -> Result<Vec<EncodedFile>> {
     let mut files = Vec::new();
     for (api, cols) in columns.dump.iter_mut() {
         files.push(encode_batch(Table::Dump, Some(api), &cols.finish()?)?);
@@ -171,11 +176,16 @@ fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
         files.push(encode_batch(Table::Construct, None, &columns.construct.finish()?)?);
     }
     files.push(encode_batch(Table::Source, None, &columns.source.finish()?)?);
-    Ok((files, counts))
+    Ok(files)
 }
 
 /// Stores a built unit's files, invisible until it is committed.
-async fn store_unit(lake: &Lake, unit: &Unit, encoded: Vec<EncodedFile>, counts: UnitCounts) -> Result<StagedUnit> {
+pub(crate) async fn store_unit(
+    lake: &Lake,
+    unit: &Unit,
+    encoded: Vec<EncodedFile>,
+    counts: UnitCounts,
+) -> Result<StagedUnit> {
     // Object stores answer each request after a round trip; several in flight hide it.
     let results: Vec<Result<DataFile, probelake_format::FormatError>> = futures::stream::iter(encoded)
         .map(|file| lake.put_encoded(unit, file))
@@ -211,16 +221,49 @@ fn indent_of(layout: Layout) -> Option<i32> {
 /// Reads one dump folder into the unit's columns.
 fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCounts) -> Result<()> {
     let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
-    let path = dir.path.clone();
-    let bytes = read_file(&path)?;
+    let bytes = read_file(&dir.path)?;
+    let stack_path = dir.dir.join("stack.json");
+    let construct_path = dir.dir.join("construct.json");
+    let stack = read_if_present(&stack_path)?;
+    let construct = read_if_present(&construct_path)?;
+    let files = DumpFiles {
+        path: &dir.path,
+        file: &dir.file,
+        kind: dir.kind,
+        origin,
+        dump: &bytes,
+        stack: stack.as_deref().map(|b| (stack_path.as_path(), b)),
+        construct: construct.as_deref().map(|b| (construct_path.as_path(), b)),
+    };
+    read_dump_files(&files, columns, counts)?;
+    counts.tensors += read_tensors(&dir.dir.join("dump_tensor_data"), columns, origin)?;
+    Ok(())
+}
+
+/// One dump folder's JSON files, read from disk or captured in memory.
+pub(crate) struct DumpFiles<'a> {
+    /// Where the dump file is (or would be), for messages.
+    pub path: &'a Path,
+    /// The dump file's path relative to the layout's root.
+    pub file: &'a str,
+    pub kind: DumpKind,
+    pub origin: Origin,
+    pub dump: &'a [u8],
+    pub stack: Option<(&'a Path, &'a [u8])>,
+    pub construct: Option<(&'a Path, &'a [u8])>,
+}
+
+/// Reads one dump file and its stack.json and construct.json into the unit's columns.
+pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, counts: &mut UnitCounts) -> Result<()> {
+    let DumpFiles { path, origin, dump: bytes, .. } = *files;
     let arena = Arena::new();
-    let DumpDoc { doc, layout, read } =
-        parse_dump(&bytes, &arena, dir.kind).map_err(|error| MsprobeError::Syntax { file: path.clone(), error })?;
-    let parsed = take_apart_read(&doc, read, &bytes, dir.kind, layout).map_err(|e| e.in_file(&path))?;
+    let DumpDoc { doc, layout, read } = parse_dump(bytes, &arena, files.kind)
+        .map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
+    let parsed = take_apart_read(&doc, read, bytes, files.kind, layout).map_err(|e| e.in_file(path))?;
 
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole.
-    let original = (!rebuilds_source(&parsed, &bytes)?).then_some(bytes.as_slice());
+    let original = (!rebuilds_source(&parsed, bytes)?).then_some(bytes);
     if original.is_some() {
         tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
     }
@@ -246,7 +289,7 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
         }
     }
 
-    let stack = side_file(&dir.dir.join("stack.json"), |doc, layout, out| {
+    let stack = side_file(files.stack, |doc, layout, out| {
         let (format, rows) = take_apart_stack(doc)?;
         render_stack(format, layout, &rows, out);
         columns.stack.reserve(&rows);
@@ -256,7 +299,7 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
         columns.has_stack |= !rows.is_empty();
         Ok(format.as_str())
     })?;
-    let construct = side_file(&dir.dir.join("construct.json"), |doc, layout, out| {
+    let construct = side_file(files.construct, |doc, layout, out| {
         let rows = take_apart_construct(doc)?;
         render_construct(layout, &rows, out);
         for (i, row) in rows.iter().enumerate() {
@@ -266,13 +309,11 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
         Ok("map")
     })?;
 
-    counts.tensors += read_tensors(&dir.dir.join("dump_tensor_data"), columns, origin)?;
-
     let h = &parsed.header;
     columns.source.push(
         &SourceRow {
-            file: &dir.file,
-            kind: dir.kind.as_str(),
+            file: files.file,
+            kind: files.kind.as_str(),
             task: h.task.as_deref(),
             level: h.level.as_deref(),
             framework: h.framework.as_deref(),
@@ -331,23 +372,28 @@ fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'
 
 type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
 
+/// Reads a file that may be absent.
+fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(MsprobeError::io(path, e)),
+    }
+}
+
 /// Reads stack.json or construct.json if present: `take` collects rows and renders them back,
 /// and the original is kept where that rendering differs.
 fn side_file(
-    path: &Path,
+    file: Option<(&Path, &[u8])>,
     take: impl FnOnce(&crate::json::Node<'_>, Layout, &mut Vec<u8>) -> Result<&'static str>,
 ) -> Result<SideFile> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(MsprobeError::io(path, e)),
-    };
+    let Some((path, bytes)) = file else { return Ok(None) };
     let arena = Arena::new();
-    let doc = parse(&bytes, &arena).map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
-    let layout = detect_layout(&bytes);
+    let doc = parse(bytes, &arena).map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
+    let layout = detect_layout(bytes);
     let mut rebuilt = Vec::with_capacity(bytes.len());
     let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;
-    let original = (rebuilt != bytes).then_some(bytes);
+    let original = (rebuilt != bytes).then(|| bytes.to_vec());
     Ok(Some((format, indent_of(layout), original)))
 }
 
@@ -369,27 +415,52 @@ fn read_tensors(dir: &Path, columns: &mut UnitColumns, origin: Origin) -> Result
     for name in names {
         let path = dir.join(&name);
         let bytes = read_file(&path)?;
-        let (data, meta) = read_tensor_file(&name, &bytes)
-            .map_err(|source| MsprobeError::TensorFile { file: path.clone(), source })?;
-        let rebuilt = write_tensor_file(&data, &meta)
-            .map_err(|source| MsprobeError::TensorFile { file: path.clone(), source })?;
-        let original = (rebuilt != bytes).then_some(bytes.as_slice());
-        let item = name.rsplit_once('.').map_or(name.as_str(), |(stem, _)| stem);
-        let api = name.split('.').next().unwrap_or_default();
-        let container = if name.ends_with(".npy") { "npy" } else { "pt" };
-        let meta_json = meta.to_json().map_err(|source| MsprobeError::TensorFile { file: path.clone(), source })?;
-        let row = TensorRow {
-            data_name: &name,
-            item,
-            dtype: &data.dtype,
-            shape: &data.shape,
-            data: &data.data,
-            container,
-            meta: &meta_json,
-            original,
-        };
-        columns.tensor.entry(api.to_string()).or_default().push(&row, origin);
+        push_tensor_file(&name, &bytes, &path, None, columns, origin)?;
         n += 1;
     }
     Ok(n)
+}
+
+/// Adds one tensor file (`name` as in dump_tensor_data) to the unit's columns. `archive`, when
+/// given, is the `.pt` archive folder torch would have used (the file stem) for bytes that
+/// `torch.save` wrote into memory, where torch names the folder `archive`.
+pub(crate) fn push_tensor_file(
+    name: &str,
+    bytes: &[u8],
+    path: &Path,
+    archive: Option<&str>,
+    columns: &mut UnitColumns,
+    origin: Origin,
+) -> Result<()> {
+    let tensor_error = |source| MsprobeError::TensorFile { file: path.to_path_buf(), source };
+    let (data, mut meta) = read_tensor_file(name, bytes).map_err(tensor_error)?;
+    let rebuilt = write_tensor_file(&data, &meta).map_err(tensor_error)?;
+    let original = (rebuilt != bytes).then_some(bytes);
+    if let (Some(archive), Some(pt)) = (archive, meta.pt.as_mut()) {
+        if original.is_some() {
+            return Err(MsprobeError::TensorFile {
+                file: path.to_path_buf(),
+                source: crate::tensor_file::TensorFileError::Data(
+                    "torch.save wrote an archive probelake cannot re-create byte for byte".into(),
+                ),
+            });
+        }
+        pt.archive = archive.to_string();
+    }
+    let item = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    let api = name.split('.').next().unwrap_or_default();
+    let container = if name.ends_with(".npy") { "npy" } else { "pt" };
+    let meta_json = meta.to_json().map_err(tensor_error)?;
+    let row = TensorRow {
+        data_name: name,
+        item,
+        dtype: &data.dtype,
+        shape: &data.shape,
+        data: &data.data,
+        container,
+        meta: &meta_json,
+        original,
+    };
+    columns.tensor.entry(api.to_string()).or_default().push(&row, origin);
+    Ok(())
 }

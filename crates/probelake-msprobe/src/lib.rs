@@ -23,6 +23,7 @@ pub mod json;
 pub mod tensor_file;
 pub mod testing;
 
+mod captured;
 mod columns;
 mod construct;
 mod discover;
@@ -37,12 +38,13 @@ mod read_dump;
 mod stack;
 mod stack_frames;
 
+pub use captured::{import_captured, CapturedDump};
 pub use columns::{
     ConstructColumns, DumpColumns, FamilySize, LeafPlace, Origin, SideFileRef, SourceColumns, SourceRow, StackColumns,
     TensorColumns, TensorRow,
 };
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
-pub use discover::{discover, DumpDir, Overrides, TreeLayout};
+pub use discover::{discover, place_dump_file, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{
     rebuilds_source, render, take_apart, take_apart_read, take_apart_source, DumpKind, Header, LeafRow, ParsedDump,
     MAX_ENTRY_NAME_BYTES,
