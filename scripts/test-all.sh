@@ -47,7 +47,7 @@ cargo clippy -p probelake-writer --features npu --all-targets -- -D warnings
 
 # The venv comes first: the Rust S3 tests run moto_server from it.
 # torch brings its CUDA wheels (~6 GB); a cold install from PyPI took 87 s (docs/benchmarks.md).
-step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, moto, pytest, torch, ruff)"
+step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, moto, pytest, torch, mindstudio-probe, ruff)"
 venv=".venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
@@ -65,7 +65,8 @@ cargo test --workspace
 # beside them), from the build above; `pip install ./crates/probelake-python` builds the same
 # package in the release profile.
 step "probelake Python package into the venv (ruff, then the native module the build made)"
-"$venv/bin/ruff" format --check crates/probelake-python/python tests/python/test_package.py
+"$venv/bin/ruff" format --check crates/probelake-python/python tests/python/test_package.py \
+    tests/python/test_msprobe_route.py tests/python/msprobe_job.py
 "$venv/bin/ruff" check crates/probelake-python/python
 case "$target" in
     /*) built="$target/debug" ;;
@@ -75,6 +76,8 @@ package="$(pwd)/crates/probelake-python/python"
 cp "$built/lib_internal.so" "$package/probelake/_internal.abi3.so"
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 echo "$package" >"$site/probelake-dev.pth"
+# The start-up hook behind PROBELAKE_MSPROBE_LAKE, which a wheel installs from probelake.data/.
+cp crates/probelake-python/probelake.data/purelib/probelake_msprobe.pth "$site/"
 "$venv/bin/python" -c 'import probelake; print("probelake", probelake.__file__)'
 
 step "pytest tests/python"

@@ -1,0 +1,198 @@
+"""msprobe writes probelake datasets directly: no dump.json, no `.pt` files, one unit per dump.
+
+Turn it on for every process of a job with one environment variable (the package installs a
+start-up hook that does nothing until msprobe is imported)::
+
+    PROBELAKE_MSPROBE_LAKE=s3://bucket/run-7 python train.py
+
+or in code, before msprobe's `PrecisionDebugger` is created::
+
+    import probelake.msprobe
+    probelake.msprobe.enable("/data/run-7")
+
+msprobe keeps doing everything it does (hooks, statistics, naming, stack and construct
+records); what it would have written under `dump_path` becomes units of the dataset: verl's
+`{dump_path}/step_{g}/{stage}/step{S}/rank{R}` is unit (g, stage, R), plain msprobe's
+`{dump_path}/step{N}/rank{R}` is (N, "default", R), as `probelake import` maps them, and
+`probelake export` writes the files msprobe would have written, byte for byte. A unit is
+committed when msprobe resets its writer (`debugger.step()`, verl's `reset_status()`) and at
+interpreter exit, never while an exception propagates through the caller.
+
+Environment variables, read when msprobe is imported:
+
+- `PROBELAKE_MSPROBE_LAKE`: the dataset (a path, `file://` or `s3://`; S3 from `AWS_*`);
+- `PROBELAKE_MSPROBE_MODE`: `exact` (the default; `fast` is not available yet);
+- `PROBELAKE_MSPROBE_FALLBACK`: `raise` (the default: a dataset that cannot be written stops
+  the job with the reason) or `json` (msprobe writes its own files, with an error logged).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from .._errors import ProbelakeError
+from . import _capture
+from ._capture import Fallback, Route
+
+__all__ = [
+    "SUPPORTED_MSPROBE",
+    "IntegrationError",
+    "Mode",
+    "disable",
+    "enable",
+    "enabled",
+]
+
+log = logging.getLogger("probelake.msprobe")
+
+Mode = Literal["exact"]
+
+#: mindstudio-probe versions whose writer this module has been tested against.
+SUPPORTED_MSPROBE: tuple[str, ...] = ("26.2.0",)
+
+ENV_LAKE = "PROBELAKE_MSPROBE_LAKE"
+ENV_MODE = "PROBELAKE_MSPROBE_MODE"
+ENV_FALLBACK = "PROBELAKE_MSPROBE_FALLBACK"
+
+_COLLECTOR = "msprobe.core.dump.data_dump.data_collector"
+_PROCESSOR = "msprobe.core.dump.data_dump.data_processor.pytorch_processor"
+_SERVICE = "msprobe.core.dump.service"
+# What the routing relies on in msprobe's writer; a release without one of them is refused.
+_WRITER_API = (
+    "initialize_json_file",
+    "update_dump_paths",
+    "write_json",
+    "reset_cache",
+    "write_data_json",
+    "write_stack_info_json",
+    "write_construct_info_json",
+    "_is_extra_info_enabled",
+    "flush_stat_stack",
+)
+
+
+class IntegrationError(ProbelakeError):
+    """msprobe cannot be routed into a dataset: msprobe is missing, or is a release whose writer
+    this version of probelake was not tested with. Nothing was changed in msprobe."""
+
+
+_route: Route | None = None
+_saved: list[tuple[Any, str, Any]] = []
+
+
+def enabled() -> Route | None:
+    """The active routing (dataset, fallback, units committed so far), or None."""
+    return _route
+
+
+def enable(
+    uri: str | os.PathLike[str],
+    mode: Mode = "exact",
+    storage_options: Mapping[str, Any] | None = None,
+    fallback: Fallback = "raise",
+) -> Route:
+    """Routes msprobe's dumps in this process into the dataset at `uri` (created if new).
+
+    Call it before msprobe's `PrecisionDebugger` is created. Checks, before changing anything,
+    that msprobe is installed and is a tested release (`SUPPORTED_MSPROBE`), and that the
+    dataset takes writes; raises `IntegrationError` or `DatasetError` otherwise. `fallback`
+    says what a failed commit later does: `"raise"` (the training step fails with the reason)
+    or `"json"` (the dump is written as msprobe's own files, and the error logged).
+    """
+    global _route
+    if mode != "exact":
+        raise IntegrationError(f"mode {mode!r}: only 'exact' is available (msprobe computes every value)")
+    if fallback not in ("raise", "json"):
+        raise IntegrationError(f"fallback {fallback!r}: use 'raise' or 'json'")
+    modules = _msprobe_modules()
+    uri = os.fspath(uri)
+    options = dict(storage_options) if storage_options is not None else None
+    from .. import _internal
+
+    _internal.check_dataset(uri, storage_options=options)
+    disable()
+    route = Route(uri=uri, storage_options=options, fallback=fallback, mode=mode)
+    collector, processor, service, const = modules
+    writer_class = _capture.make_writer_class(collector.DataWriter, route, const)
+    _patch(collector, "DataWriter", writer_class)
+    _patch(processor, "save_pt", _capture.capture_save_pt(processor.save_pt))
+    if hasattr(processor, "save_npy"):
+        _patch(processor, "save_npy", _capture.capture_save_npy(processor.save_npy))
+    # msprobe creates dump_path/step{N}/rank{R}/ before writing into it; nothing is written there.
+    _patch(service, "create_directory", _skip_directory)
+    _route = route
+    log.info("probelake: msprobe's dumps go to %s", uri)
+    return route
+
+
+def disable() -> None:
+    """Gives msprobe its own writer back; dumps already routed stay where they are."""
+    global _route
+    while _saved:
+        module, name, value = _saved.pop()
+        setattr(module, name, value)
+    _route = None
+
+
+def _skip_directory(path: str, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _patch(module: Any, name: str, value: Any) -> None:
+    _saved.append((module, name, getattr(module, name)))
+    setattr(module, name, value)
+
+
+def _msprobe_modules() -> tuple[Any, Any, Any, Any]:
+    try:
+        version = importlib.metadata.version("mindstudio-probe")
+    except importlib.metadata.PackageNotFoundError:
+        raise IntegrationError(
+            "msprobe is not installed: `pip install mindstudio-probe` "
+            f"(tested: {', '.join(SUPPORTED_MSPROBE)}); probelake.msprobe routes its dumps"
+        ) from None
+    if version not in SUPPORTED_MSPROBE:
+        raise IntegrationError(
+            f"mindstudio-probe {version} has not been tested with probelake.msprobe "
+            f"(tested: {', '.join(SUPPORTED_MSPROBE)}); install one of those, or leave "
+            f"{ENV_LAKE} unset to let msprobe write its own files"
+        )
+    try:
+        collector = importlib.import_module(_COLLECTOR)
+        processor = importlib.import_module(_PROCESSOR)
+        service = importlib.import_module(_SERVICE)
+        from msprobe.core.common.const import Const
+    except ImportError as e:
+        raise IntegrationError(f"mindstudio-probe {version} could not be imported: {e}") from e
+    missing = [a for a in _WRITER_API if not hasattr(collector.DataWriter, a)]
+    for module, attr in ((processor, "save_pt"), (service, "create_directory")):
+        if not hasattr(module, attr):
+            missing.append(f"{module.__name__}.{attr}")
+    if missing:
+        raise IntegrationError(
+            f"mindstudio-probe {version}: its writer lacks {', '.join(missing)}; "
+            f"probelake.msprobe needs one of {', '.join(SUPPORTED_MSPROBE)}"
+        )
+    return collector, processor, service, Const
+
+
+def _enable_from_environment() -> None:
+    """Called by the start-up hook once msprobe's collector module is imported."""
+    uri = os.environ.get(ENV_LAKE)
+    if not uri or _route is not None:
+        return
+    mode = os.environ.get(ENV_MODE, "exact")
+    fallback = os.environ.get(ENV_FALLBACK, "raise")
+    try:
+        enable(uri, mode=mode, fallback=fallback)  # type: ignore[arg-type]
+    except ProbelakeError as e:
+        if fallback == "json":
+            print(f"probelake: {e}; msprobe writes its own files", file=sys.stderr)
+            return
+        raise

@@ -1,0 +1,222 @@
+"""msprobe's `DataWriter`, kept in memory and committed to a dataset instead of written as files.
+
+msprobe builds a dump in its writer's caches (`cache_data`, `cache_stack`, `cache_construct`)
+and rewrites `dump.json`, `stack.json` and `construct.json` whole at every flush; its processor
+saves tensors with `torch.save`. The subclass here lets msprobe do all of that except the
+files: flushes only resolve msprobe's placeholders, `torch.save` writes into memory, and when
+msprobe resets the writer (`debugger.step()`, verl's `reset_status()`) the dump it would have
+left on disk is committed as one unit. At interpreter exit whatever was not committed is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import logging
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .. import _internal
+
+log = logging.getLogger("probelake.msprobe")
+
+Fallback = Literal["raise", "json"]
+
+
+@dataclass
+class Route:
+    """Where msprobe's dumps go and what happens when a commit fails."""
+
+    uri: str
+    storage_options: dict[str, Any] | None = None
+    fallback: Fallback = "raise"
+    mode: str = "exact"
+    # Units committed by this process, in order: (step, stage, rank, entries, tensors).
+    committed: list[tuple[int, str, int, int, int]] = field(default_factory=list)
+    # Units left out because an exception was propagating when msprobe reset its writer.
+    dropped: list[str] = field(default_factory=list)
+
+
+_writers: weakref.WeakSet[Any] = weakref.WeakSet()
+_lock = threading.Lock()
+
+
+def writer_for(path: str) -> Any | None:
+    """The live capturing writer whose tensor folder holds `path`."""
+    folder = os.path.dirname(path)
+    with _lock:
+        for w in _writers:
+            if w.dump_tensor_data_dir and os.path.realpath(w.dump_tensor_data_dir) == os.path.realpath(folder):
+                return w
+    return None
+
+
+def make_writer_class(base: type, route: Route, const: Any) -> type:
+    """The `DataWriter` subclass msprobe's `DataCollector` builds while `route` is enabled."""
+
+    class LakeDataWriter(base):  # type: ignore[misc, valid-type]
+        """msprobe's writer with its output routed into a probelake dataset."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.probelake_route = route
+            self.probelake_tensors: dict[str, bytes] = {}
+            with _lock:
+                _writers.add(self)
+
+        def initialize_json_file(self, **kwargs: Any) -> None:
+            # What msprobe's initialize_json_file sets up, minus the empty files it writes.
+            if kwargs["level"] == const.LEVEL_DEBUG and not self.cache_debug:
+                debug = dict(kwargs)
+                debug.update({"dump_data_dir": self.dump_tensor_data_dir, const.DATA: {}})
+                self.cache_debug = debug
+                return
+            if not self.cache_data:
+                kwargs.update({"dump_data_dir": self.dump_tensor_data_dir, const.DATA: {}})
+                self.cache_data = kwargs
+
+        # A flush resolves msprobe's placeholders (base `write_json`) and writes nothing.
+        def write_data_json(self, file_path: str) -> None:
+            pass
+
+        def write_stack_info_json(self, file_path: str) -> None:
+            pass
+
+        def write_construct_info_json(self, file_path: str) -> None:
+            pass
+
+        def write_debug_info_json(self, file_path: str) -> None:
+            pass
+
+        def reset_cache(self) -> None:
+            try:
+                commit(self, route, const)
+            finally:
+                self.probelake_tensors = {}
+                super().reset_cache()
+
+    LakeDataWriter.__qualname__ = LakeDataWriter.__name__ = "LakeDataWriter"
+    atexit.register(_commit_at_exit, route, const)
+    return LakeDataWriter
+
+
+def _commit_at_exit(route: Route, const: Any) -> None:
+    with _lock:
+        writers = list(_writers)
+    for w in writers:
+        if getattr(w, "probelake_route", None) is route:
+            try:
+                commit(w, route, const, at_exit=True)
+            except Exception as e:  # noqa: BLE001 - the interpreter is exiting: say it, do not mask
+                log.error("probelake: the last msprobe dump of this process was not committed: %s", e)
+            w.probelake_tensors = {}
+            w.cache_data, w.cache_debug = {}, {}
+
+
+def _has_data(writer: Any, const: Any) -> bool:
+    return bool(writer.cache_data) or bool(writer.cache_debug)
+
+
+def commit(writer: Any, route: Route, const: Any, at_exit: bool = False) -> None:
+    """Commits what `writer` holds as the unit of its dump path, unless an exception is on its
+    way through the caller (verl resets msprobe in a `finally`): that stage is not committed."""
+    if not _has_data(writer, const):
+        return
+    if not at_exit and sys.exc_info()[1] is not None:
+        unit = writer.dump_file_path or "?"
+        route.dropped.append(unit)
+        log.warning(
+            "probelake: not committing the msprobe dump %s: an exception is propagating (%s)",
+            unit,
+            type(sys.exc_info()[1]).__name__,
+        )
+        return
+    writer.write_json()  # resolves the statistics and CRC placeholders, writes nothing
+    debug = bool(writer.cache_debug)
+    path = writer.debug_file_path if debug else writer.dump_file_path
+    dump = _json(writer.cache_debug if debug else writer.cache_data)
+    stack = construct = None
+    if writer._is_extra_info_enabled() and not debug:
+        stack = _json({i: [names, frames] for i, (frames, names) in enumerate(writer.cache_stack.items())})
+        construct = _json(writer.cache_construct)
+    tensors = list(writer.probelake_tensors.items())
+    try:
+        result = _internal.commit_captured(
+            route.uri, path, dump, stack, construct, tensors, storage_options=route.storage_options
+        )
+    except Exception as e:
+        if route.fallback != "json":
+            raise
+        log.error("probelake: %s; writing msprobe's files to %s instead", e, os.path.dirname(path))
+        _write_files(path, dump, stack, construct, tensors, writer.dump_tensor_data_dir)
+        return
+    route.committed.append(result)
+
+
+def _json(value: Mapping[Any, Any]) -> bytes:
+    # What msprobe's save_json writes: json.dump(data, f, indent=1).
+    return json.dumps(value, indent=1).encode()
+
+
+def _write_files(
+    path: str,
+    dump: bytes,
+    stack: bytes | None,
+    construct: bytes | None,
+    tensors: list[tuple[str, bytes]],
+    tensor_dir: str | None,
+) -> None:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    for name, body in (("", dump), ("stack.json", stack), ("construct.json", construct)):
+        if body is not None:
+            with open(os.path.join(folder, name) if name else path, "wb") as f:
+                f.write(body)
+    if tensors and tensor_dir:
+        os.makedirs(tensor_dir, exist_ok=True)
+        for name, body in tensors:
+            with open(os.path.join(tensor_dir, name), "wb") as f:
+                f.write(body)
+
+
+def capture_save_pt(original: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+    """msprobe's `save_pt(tensor, path)`: `torch.save` into memory, kept for the commit."""
+    import torch
+
+    def save_pt(tensor: Any, filepath: str) -> None:
+        writer = writer_for(filepath)
+        if writer is None:
+            original(tensor, filepath)
+            return
+        buffer = io.BytesIO()
+        torch.save(tensor, buffer)
+        writer.probelake_tensors[os.path.basename(filepath)] = buffer.getvalue()
+
+    return save_pt
+
+
+def capture_save_npy(original: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+    """msprobe's `save_npy(array, path)` (string arrays): `numpy.save` into memory."""
+    import numpy as np
+
+    def save_npy(data: Any, filepath: str) -> None:
+        writer = writer_for(filepath)
+        if writer is None:
+            original(data, filepath)
+            return
+        buffer = io.BytesIO()
+        np.save(buffer, data)
+        writer.probelake_tensors[os.path.basename(filepath)] = buffer.getvalue()
+
+    return save_npy
+
+
+def json_unit(dump_path: str) -> tuple[int, str, int]:
+    """The unit msprobe's dump at `dump_path` becomes."""
+    return _internal.dump_unit(dump_path)

@@ -1,0 +1,284 @@
+"""probelake.msprobe: msprobe's dumps routed into a dataset, checked against msprobe's own files.
+
+Each job runs in a fresh process (tests/python/msprobe_job.py): once with msprobe writing its
+JSON and `.pt` files, once routed into a dataset, and `probelake export` of the dataset must
+give the same files byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "msprobe",
+    reason="probelake.msprobe needs mindstudio-probe (pip install mindstudio-probe)",
+)
+pytest.importorskip("torch")
+
+import probelake
+import probelake.msprobe
+from conftest import binary
+
+JOB = Path(__file__).with_name("msprobe_job.py")
+STAGES = ("actor_compute_log_prob", "ref_compute_log_prob", "actor_update")
+
+
+def job(
+    dump_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(dump_path), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def finish(p: subprocess.Popen[bytes], ok: bool = True) -> str:
+    out, _ = p.communicate(timeout=300)
+    text = out.decode(errors="replace")
+    if ok:
+        assert p.returncode == 0, text[-3000:]
+    return text
+
+
+def files(root: Path) -> dict[str, bytes]:
+    """Every file below `root` by its path relative to `root`."""
+    return {
+        "/" + p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def export(lake: Path, out: Path) -> dict[str, bytes]:
+    subprocess.run(
+        [binary(), "export", str(lake), str(out)], check=True, capture_output=True
+    )
+    return files(out)
+
+
+def assert_same_files(exported: dict[str, bytes], written: dict[str, bytes]) -> None:
+    assert sorted(exported) == sorted(written)
+    for name, body in written.items():
+        assert exported[name] == body, f"{name} differs from msprobe's file"
+
+
+def run_both(tmp_path: Path, *args: str) -> tuple[Path, Path]:
+    """Runs the job routed into a dataset, then writing msprobe's files to the same dump_path
+    (msprobe writes the path into dump.json)."""
+    written, lake = tmp_path / "dump", tmp_path / "lake"
+    finish(job(written, *args, "--lake", str(lake)))
+    assert not written.exists(), "the routed job wrote outside the dataset"
+    finish(job(written, *args))
+    return written, lake
+
+
+MATRIX = [
+    (task, mode, level)
+    for task in ("statistics", "tensor")
+    for mode in ("statistics", "md5")
+    for level in ("L0", "L1", "mix")
+]
+
+
+@pytest.mark.parametrize(("task", "summary_mode", "level"), MATRIX)
+def test_export_is_what_msprobe_writes(
+    tmp_path: Path, task: str, summary_mode: str, level: str
+) -> None:
+    written, lake = run_both(
+        tmp_path, "--task", task, "--summary-mode", summary_mode, "--level", level
+    )
+    units = probelake.open(lake).units()
+    assert [(u.step, u.stage, u.rank) for u in units] == [
+        (0, "default", 0),
+        (1, "default", 0),
+    ]
+    expected = files(written)
+    if task == "tensor":
+        assert any(name.endswith(".pt") for name in expected)
+        assert sum(u.tensors for u in units) == sum(
+            name.endswith(".pt") for name in expected
+        )
+    assert_same_files(export(lake, tmp_path / "exported"), expected)
+
+
+def test_verl_stages_are_units(tmp_path: Path) -> None:
+    written, lake = run_both(tmp_path, "--layout", "verl", "--level", "mix")
+    units = probelake.open(lake).units()
+    assert {(u.step, u.stage, u.rank) for u in units} == {
+        (g, s, 0) for g in (0, 1) for s in STAGES
+    }
+    exported = export(lake, tmp_path / "exported")
+    assert_same_files(exported, files(written))
+    assert "/step_1/actor_update/step0/rank0/dump.json" in exported
+
+
+def test_the_environment_variable_routes_every_process(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    finish(
+        job(
+            tmp_path / "dump",
+            "--level",
+            "L1",
+            env={"PROBELAKE_MSPROBE_LAKE": str(lake)},
+        )
+    )
+    assert not (tmp_path / "dump").exists()
+    assert len(probelake.open(lake).units()) == 2
+
+
+def test_the_start_up_hook_imports_nothing_until_msprobe_is(tmp_path: Path) -> None:
+    probe = "import sys; print(sorted(m for m in ('torch', 'msprobe', 'probelake', 'pyarrow') if m in sys.modules))"
+    env = {**os.environ, "PROBELAKE_MSPROBE_LAKE": str(tmp_path / "lake")}
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
+    hooked = "import sys; print(any(type(f).__name__ == '_PatchAfterImport' for f in sys.meta_path))"
+    out = subprocess.run(
+        [sys.executable, "-c", hooked],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "True", (
+        "probelake_msprobe.pth is not installed in this environment"
+    )
+
+
+def test_a_stage_that_raises_is_not_committed(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    out = finish(
+        job(
+            tmp_path / "dump",
+            "--layout",
+            "verl",
+            "--fail-stage",
+            "actor_update",
+            "--lake",
+            str(lake),
+        ),
+        ok=False,
+    )
+    assert "stage actor_update failed" in out
+    units = probelake.open(lake).units()
+    assert {(u.step, u.stage) for u in units} == {
+        (0, "actor_compute_log_prob"),
+        (0, "ref_compute_log_prob"),
+    }
+
+
+def test_kill_9_keeps_the_stages_before(tmp_path: Path) -> None:
+    written, lake = tmp_path / "dump", tmp_path / "lake"
+    killed = job(
+        written,
+        "--layout",
+        "verl",
+        "--steps",
+        "1",
+        "--kill-stage",
+        "ref_compute_log_prob",
+        "--lake",
+        str(lake),
+    )
+    finish(killed, ok=False)
+    assert killed.returncode == -9
+    finish(job(written, "--layout", "verl", "--steps", "1"))
+    units = probelake.open(lake).units()
+    assert [(u.step, u.stage) for u in units] == [(0, "actor_compute_log_prob")]
+    vacuum = subprocess.run(
+        [binary(), "vacuum", str(lake)], check=False, capture_output=True, text=True
+    )
+    assert vacuum.returncode == 0, vacuum.stderr
+    exported = export(lake, tmp_path / "exported")
+    first = {
+        k: v
+        for k, v in files(written).items()
+        if k.startswith("/step_0/actor_compute_log_prob/")
+    }
+    assert_same_files(exported, first)
+
+
+def test_a_dataset_that_takes_no_writes_is_refused_at_enable(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(probelake.DatasetError, match="a-file"):
+        probelake.msprobe.enable(blocker / "lake")
+    assert probelake.msprobe.enabled() is None
+
+
+def test_the_environment_variable_with_a_bad_dataset(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    env = {"PROBELAKE_MSPROBE_LAKE": str(blocker / "lake")}
+    out = finish(job(tmp_path / "dump", "--steps", "1", env=env), ok=False)
+    assert "DatasetError" in out and "a-file" in out
+    assert not (tmp_path / "dump").exists()
+    # With the fallback, msprobe writes its own files and says why.
+    out = finish(
+        job(
+            tmp_path / "dump",
+            "--steps",
+            "1",
+            env={**env, "PROBELAKE_MSPROBE_FALLBACK": "json"},
+        )
+    )
+    assert "msprobe writes its own files" in out
+    assert list((tmp_path / "dump").rglob("dump.json"))
+
+
+def test_an_untested_msprobe_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata,
+        "version",
+        lambda d: "1.3.0" if d == "mindstudio-probe" else real(d),
+    )
+    with pytest.raises(
+        probelake.msprobe.IntegrationError,
+        match=r"1\.3\.0 has not been tested.*26\.2\.0",
+    ):
+        probelake.msprobe.enable(tmp_path / "lake")
+    assert not (tmp_path / "lake").exists()
+
+
+def test_missing_msprobe_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import importlib.metadata
+
+    def version(dist: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    with pytest.raises(
+        probelake.msprobe.IntegrationError, match="pip install mindstudio-probe"
+    ):
+        probelake.msprobe.enable(tmp_path / "lake")
+
+
+def test_a_writer_without_the_api_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from msprobe.core.dump.data_dump import json_writer
+
+    monkeypatch.delattr(json_writer.DataWriter, "write_stack_info_json")
+    with pytest.raises(
+        probelake.msprobe.IntegrationError, match="write_stack_info_json"
+    ):
+        probelake.msprobe.enable(tmp_path / "lake")
