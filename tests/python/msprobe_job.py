@@ -106,7 +106,10 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--width", type=int, default=16)
+    p.add_argument("--tokens", type=int, default=8, help="tokens per sequence (2 sequences a batch)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--lake")
+    p.add_argument("--mode", default="exact", choices=["exact", "fast"])
     p.add_argument("--fail-stage")
     p.add_argument("--kill-stage")
     p.add_argument(
@@ -128,11 +131,12 @@ def main() -> None:
     if args.lake:
         import probelake.msprobe
 
-        probelake.msprobe.enable(args.lake)
+        probelake.msprobe.enable(args.lake, mode=args.mode)
     from msprobe.pytorch import PrecisionDebugger
 
-    model = TinyModel(d=args.width, layers=args.layers)
-    ref = TinyModel(d=args.width, layers=args.layers)
+    dtype = getattr(torch, args.dtype)
+    model = TinyModel(d=args.width, layers=args.layers).to(dtype)
+    ref = TinyModel(d=args.width, layers=args.layers).to(dtype)
     ref.load_state_dict(model.state_dict())
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(1)
@@ -167,7 +171,7 @@ def main() -> None:
 
     times: list[tuple[float, float]] = []
     for step in range(args.steps):
-        ids = torch.randint(0, 32, (2, 8), generator=gen)
+        ids = torch.randint(0, 32, (2, args.tokens), generator=gen)
         wall, cpu = time.perf_counter(), time.process_time()
         if dbg is None:
             run_stage("actor_update", ids)

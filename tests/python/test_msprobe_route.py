@@ -7,6 +7,7 @@ give the same files byte for byte.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -282,3 +283,77 @@ def test_a_writer_without_the_api_is_refused(
         probelake.msprobe.IntegrationError, match="write_stack_info_json"
     ):
         probelake.msprobe.enable(tmp_path / "lake")
+
+
+# How far fast mode's Mean and Norm may be from torch's (docs/msprobe-integration.md): Mean
+# relative to the larger of |Max| and |Min| (a mean near zero has no relative precision),
+# Norm relative to itself. Max and Min, and everything else, are exact.
+FAST_BOUNDS = {
+    "torch.float32": 2.0**-22,
+    "torch.bfloat16": 2.0**-7,
+    "torch.float16": 2.0**-10,
+}
+
+
+def fast_differences(exact: object, fast: object, worst: dict[str, float]) -> list[str]:
+    """Walks two dump.json documents; returns what differs beyond the bounds."""
+    if isinstance(exact, dict) and isinstance(fast, dict):
+        if list(exact) != list(fast):
+            return [f"keys {list(exact)} != {list(fast)}"]
+        out = []
+        for key, value in exact.items():
+            if (
+                key in ("Mean", "Norm")
+                and isinstance(value, float)
+                and isinstance(fast[key], float)
+            ):
+                scale = (
+                    max(abs(exact["Max"]), abs(exact["Min"]))
+                    if key == "Mean"
+                    else abs(value)
+                )
+                gap = (
+                    abs(value - fast[key]) / scale if scale else abs(value - fast[key])
+                )
+                dtype = str(exact["dtype"])
+                worst[dtype] = max(worst.get(dtype, 0.0), gap)
+                if gap > FAST_BOUNDS[dtype]:
+                    out.append(f"{key} {value} vs {fast[key]} ({dtype})")
+            else:
+                out += fast_differences(value, fast[key], worst)
+        return out
+    if isinstance(exact, list) and isinstance(fast, list):
+        if len(exact) != len(fast):
+            return ["list lengths differ"]
+        return [d for a, b in zip(exact, fast) for d in fast_differences(a, b, worst)]
+    return (
+        []
+        if exact == fast and type(exact) is type(fast)
+        else [f"{exact!r} != {fast!r}"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("level", "dtype"), [("L1", "float32"), ("mix", "float32"), ("mix", "bfloat16")]
+)
+def test_fast_mode_is_exact_but_for_mean_and_norm(
+    tmp_path: Path, level: str, dtype: str
+) -> None:
+    args = ("--level", level, "--dtype", dtype)
+    exports = {}
+    for mode in ("exact", "fast"):
+        lake = tmp_path / mode
+        finish(job(tmp_path / "dump", *args, "--mode", mode, "--lake", str(lake)))
+        exports[mode] = export(lake, tmp_path / f"exported-{mode}")
+    exact, fast = exports["exact"], exports["fast"]
+    assert sorted(exact) == sorted(fast)
+    worst: dict[str, float] = {}
+    for name in exact:
+        if name.endswith("/dump.json"):
+            problems = fast_differences(
+                json.loads(exact[name]), json.loads(fast[name]), worst
+            )
+            assert not problems, f"{name}: {problems[:5]}"
+        else:
+            assert exact[name] == fast[name], name
+    assert worst, "no Mean or Norm was compared"

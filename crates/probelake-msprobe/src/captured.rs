@@ -31,6 +31,10 @@ pub struct CapturedDump {
     /// The files of `dump_tensor_data/`: each name and the bytes `torch.save` (into memory) or
     /// `numpy.save` wrote.
     pub tensors: Vec<(String, Vec<u8>)>,
+    /// `Some(n)`: the JSON files were serialized in json.dump's one-line layout (Python's
+    /// `json.dumps(value)`, several times faster than with `indent`) and are stored as msprobe
+    /// writes them, with indent `n`. `None`: stored in the layout they are in.
+    pub relayout: Option<u16>,
 }
 
 /// Builds the unit of `dump` and commits it to `lake`, replacing the unit if it is there.
@@ -61,6 +65,7 @@ fn build_captured(
         dump: &dump.dump,
         stack: dump.stack.as_deref().map(|b| (stack_path.as_path(), b)),
         construct: dump.construct.as_deref().map(|b| (construct_path.as_path(), b)),
+        relayout: dump.relayout,
     };
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();

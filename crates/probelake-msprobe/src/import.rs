@@ -234,6 +234,7 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
         dump: &bytes,
         stack: stack.as_deref().map(|b| (stack_path.as_path(), b)),
         construct: construct.as_deref().map(|b| (construct_path.as_path(), b)),
+        relayout: None,
     };
     read_dump_files(&files, columns, counts)?;
     counts.tensors += read_tensors(&dir.dir.join("dump_tensor_data"), columns, origin)?;
@@ -251,6 +252,10 @@ pub(crate) struct DumpFiles<'a> {
     pub dump: &'a [u8],
     pub stack: Option<(&'a Path, &'a [u8])>,
     pub construct: Option<(&'a Path, &'a [u8])>,
+    /// The files are in json.dump's one-line layout but are to be stored as written with this
+    /// indent (a running job serializes compactly, msprobe writes `indent=1`). Every file
+    /// must then rebuild from its rows: a file kept whole would keep the one-line text.
+    pub relayout: Option<u16>,
 }
 
 /// Reads one dump file and its stack.json and construct.json into the unit's columns.
@@ -265,8 +270,12 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
     // rebuild byte for byte is kept whole.
     let original = (!rebuilds_source(&parsed, bytes)?).then_some(bytes);
     if original.is_some() {
+        if files.relayout.is_some() {
+            return Err(relayout_refused(path));
+        }
         tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
     }
+    let indent = |layout| files.relayout.map(i32::from).or(indent_of(layout));
 
     let entries = data_entries(&doc);
     if columns.dump.is_empty() {
@@ -289,7 +298,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
         }
     }
 
-    let stack = side_file(files.stack, |doc, layout, out| {
+    let stack = side_file(files.stack, files.relayout, |doc, layout, out| {
         let (format, rows) = take_apart_stack(doc)?;
         render_stack(format, layout, &rows, out);
         columns.stack.reserve(&rows);
@@ -299,7 +308,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
         columns.has_stack |= !rows.is_empty();
         Ok(format.as_str())
     })?;
-    let construct = side_file(files.construct, |doc, layout, out| {
+    let construct = side_file(files.construct, files.relayout, |doc, layout, out| {
         let rows = take_apart_construct(doc)?;
         render_construct(layout, &rows, out);
         for (i, row) in rows.iter().enumerate() {
@@ -321,7 +330,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
             entries: parsed.names.len() as i64,
             leaves: parsed.leaves.len() as i64,
             bytes: bytes.len() as i64,
-            indent: indent_of(layout),
+            indent: indent(layout),
             skeleton: &parsed.skeleton,
             original,
             stack: stack.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
@@ -385,6 +394,7 @@ fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
 /// and the original is kept where that rendering differs.
 fn side_file(
     file: Option<(&Path, &[u8])>,
+    relayout: Option<u16>,
     take: impl FnOnce(&crate::json::Node<'_>, Layout, &mut Vec<u8>) -> Result<&'static str>,
 ) -> Result<SideFile> {
     let Some((path, bytes)) = file else { return Ok(None) };
@@ -394,7 +404,19 @@ fn side_file(
     let mut rebuilt = Vec::with_capacity(bytes.len());
     let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;
     let original = (rebuilt != bytes).then(|| bytes.to_vec());
-    Ok(Some((format, indent_of(layout), original)))
+    if original.is_some() && relayout.is_some() {
+        return Err(relayout_refused(path));
+    }
+    Ok(Some((format, relayout.map(i32::from).or(indent_of(layout)), original)))
+}
+
+fn relayout_refused(path: &Path) -> MsprobeError {
+    MsprobeError::Layout {
+        path: path.to_path_buf(),
+        message: "its rows do not rebuild the one-line text, so it cannot be stored for another layout; \
+                  give it as msprobe writes it"
+            .into(),
+    }
 }
 
 fn read_tensors(dir: &Path, columns: &mut UnitColumns, origin: Origin) -> Result<u64> {

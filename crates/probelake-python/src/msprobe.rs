@@ -2,6 +2,8 @@
 //! dump that msprobe held in memory committed as one unit.
 
 use probelake_msprobe::{import_captured, place_dump_file, CapturedDump};
+use probelake_writer::stats::{summarize, Stat};
+use probelake_writer::DType;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -27,10 +29,10 @@ pub fn dump_unit(dump_path: &str) -> PyResult<(i64, String, i64)> {
     Ok((place.unit.step, place.unit.stage, place.unit.rank))
 }
 
-/// Commits one captured dump folder to `uri` as its unit, replacing it if present. Returns
-/// (step, stage, rank, entries, tensors).
+/// Commits one captured dump folder to `uri` as its unit, replacing it if present; `relayout`
+/// as [`CapturedDump::relayout`]. Returns (step, stage, rank, entries, tensors).
 #[pyfunction]
-#[pyo3(signature = (uri, dump_path, dump, stack=None, construct=None, tensors=Vec::new(), storage_options=None))]
+#[pyo3(signature = (uri, dump_path, dump, stack=None, construct=None, tensors=Vec::new(), relayout=None, storage_options=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn commit_captured(
     py: Python<'_>,
@@ -40,15 +42,62 @@ pub fn commit_captured(
     stack: Option<Vec<u8>>,
     construct: Option<Vec<u8>>,
     tensors: Vec<(String, Vec<u8>)>,
+    relayout: Option<u16>,
     storage_options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(i64, String, i64, u64, u64)> {
     let storage = self::storage_options(storage_options)?;
     let lake = open_for_write(&uri, &storage)?;
-    let captured = CapturedDump { dump_path, dump, stack, construct, tensors };
+    let captured = CapturedDump { dump_path, dump, stack, construct, tensors, relayout };
     let what = captured.dump_path.clone();
     let result: Result<_> = block_on(py, async move { import_captured(&lake, &captured).await })?
         .map_err(|e| Error::from(e).context(format!("committing msprobe's dump {what} to {}", display(&uri))));
     let record = result?;
     let unit = record.unit;
     Ok((unit.step, unit.stage, unit.rank, record.counts.entries, record.counts.tensors))
+}
+
+/// msprobe's Max, Min, Mean and Norm of the `nbytes` bytes at `ptr` (a contiguous CPU tensor
+/// of torch dtype `dtype`, e.g. "torch.float32"), as `.item()` would give them: floats, ints
+/// or bools, `None` where msprobe writes null. `probelake.msprobe`'s fast mode calls it instead
+/// of four torch reductions and four `.item()` syncs.
+///
+/// # Safety (for the caller)
+///
+/// The tensor must stay alive and unchanged during the call: the Python caller holds it.
+#[pyfunction]
+pub fn tensor_summary(
+    py: Python<'_>,
+    dtype: &str,
+    ptr: usize,
+    nbytes: usize,
+    zero_dim: bool,
+) -> PyResult<FourStats> {
+    let Some(dtype) = DType::ALL.into_iter().find(|d| d.torch_name() == dtype) else {
+        return Err(Error::argument(format!("{dtype}: not a dtype probelake summarizes")).into());
+    };
+    if ptr == 0 && nbytes > 0 {
+        return Err(Error::argument("a null data pointer").into());
+    }
+    let data: &[u8] = if nbytes == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller passes a live contiguous tensor's data_ptr() and its byte size,
+        // and holds the tensor for the duration of this call.
+        unsafe { std::slice::from_raw_parts(ptr as *const u8, nbytes) }
+    };
+    let summary = py.detach(|| summarize(dtype, data, zero_dim));
+    let [max, min, mean, norm] = summary.as_array().map(|s| stat_object(py, s));
+    Ok((max?, min?, mean?, norm?))
+}
+
+/// Max, Min, Mean and Norm as Python numbers (or `None`).
+type FourStats = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
+
+fn stat_object(py: Python<'_>, stat: Stat) -> PyResult<Py<PyAny>> {
+    Ok(match stat {
+        Stat::Null => py.None(),
+        Stat::Float(v) => v.into_pyobject(py)?.into_any().unbind(),
+        Stat::Int(v) => v.into_pyobject(py)?.into_any().unbind(),
+        Stat::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
+    })
 }

@@ -108,4 +108,27 @@ def divergence(
 def reader_schema(table: str) -> object:
     """The schema readers see for `table`, as an "arrow_schema" capsule."""
 
+def check_dataset(uri: str, storage_options: StorageOptions = None) -> None:
+    """Opens `uri` for writing and checks that it takes writes (creating the dataset if new)."""
+
+def dump_unit(dump_path: str) -> tuple[int, str, int]:
+    """The unit (step, stage, rank) of msprobe's dump file `dump_path`."""
+
+def commit_captured(
+    uri: str,
+    dump_path: str,
+    dump: bytes,
+    stack: bytes | None = None,
+    construct: bytes | None = None,
+    tensors: list[tuple[str, bytes]] = ...,
+    relayout: int | None = None,
+    storage_options: StorageOptions = None,
+) -> tuple[int, str, int, int, int]:
+    """Commits a dump msprobe held in memory as its unit: (step, stage, rank, entries, tensors)."""
+
+def tensor_summary(
+    dtype: str, ptr: int, nbytes: int, zero_dim: bool
+) -> tuple[float | int | bool | None, float | int | bool | None, float | int | bool | None, float | int | bool | None]:
+    """msprobe's Max, Min, Mean and Norm of a live contiguous CPU tensor's bytes."""
+
 def _live_streams() -> int: ...

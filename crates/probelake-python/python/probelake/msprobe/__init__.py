@@ -21,7 +21,9 @@ interpreter exit, never while an exception propagates through the caller.
 Environment variables, read when msprobe is imported:
 
 - `PROBELAKE_MSPROBE_LAKE`: the dataset (a path, `file://` or `s3://`; S3 from `AWS_*`);
-- `PROBELAKE_MSPROBE_MODE`: `exact` (the default; `fast` is not available yet);
+- `PROBELAKE_MSPROBE_MODE`: `exact` (the default: msprobe computes every value) or `fast`
+  (probelake computes Max, Min, Mean and Norm of CPU tensors, once per tensor version; Max
+  and Min exactly, Mean and Norm within the bounds docs/msprobe-integration.md gives);
 - `PROBELAKE_MSPROBE_FALLBACK`: `raise` (the default: a dataset that cannot be written stops
   the job with the reason) or `json` (msprobe writes its own files, with an error logged).
 """
@@ -37,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from .._errors import ProbelakeError
-from . import _capture
+from . import _capture, _fast
 from ._capture import Fallback, Route
 
 __all__ = [
@@ -51,7 +53,7 @@ __all__ = [
 
 log = logging.getLogger("probelake.msprobe")
 
-Mode = Literal["exact"]
+Mode = Literal["exact", "fast"]
 
 #: mindstudio-probe versions whose writer this module has been tested against.
 SUPPORTED_MSPROBE: tuple[str, ...] = ("26.2.0",)
@@ -106,8 +108,8 @@ def enable(
     or `"json"` (the dump is written as msprobe's own files, and the error logged).
     """
     global _route
-    if mode != "exact":
-        raise IntegrationError(f"mode {mode!r}: only 'exact' is available (msprobe computes every value)")
+    if mode not in ("exact", "fast"):
+        raise IntegrationError(f"mode {mode!r}: use 'exact' (msprobe computes every value) or 'fast'")
     if fallback not in ("raise", "json"):
         raise IntegrationError(f"fallback {fallback!r}: use 'raise' or 'json'")
     modules = _msprobe_modules()
@@ -122,6 +124,11 @@ def enable(
     writer_class = _capture.make_writer_class(collector.DataWriter, route, const)
     _patch(collector, "DataWriter", writer_class)
     _patch(processor, "save_pt", _capture.capture_save_pt(processor.save_pt))
+    if mode == "fast":
+        data_processor = processor.PytorchDataProcessor
+        fast = _fast.make_get_stat_info(data_processor.get_stat_info, processor.TensorStatInfo, const)
+        _patch(data_processor, "get_stat_info", fast)
+        route.forget = lambda: _fast.forget(fast)
     if hasattr(processor, "save_npy"):
         _patch(processor, "save_npy", _capture.capture_save_npy(processor.save_npy))
     # msprobe creates dump_path/step{N}/rank{R}/ before writing into it; nothing is written there.
@@ -171,7 +178,13 @@ def _msprobe_modules() -> tuple[Any, Any, Any, Any]:
     except ImportError as e:
         raise IntegrationError(f"mindstudio-probe {version} could not be imported: {e}") from e
     missing = [a for a in _WRITER_API if not hasattr(collector.DataWriter, a)]
-    for module, attr in ((processor, "save_pt"), (service, "create_directory")):
+    needed = (
+        (processor, "save_pt"),
+        (processor, "TensorStatInfo"),
+        (processor, "PytorchDataProcessor"),
+        (service, "create_directory"),
+    )
+    for module, attr in needed:
         if not hasattr(module, attr):
             missing.append(f"{module.__name__}.{attr}")
     if missing:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import _internal
+from .._errors import MsprobeError
 
 log = logging.getLogger("probelake.msprobe")
 
@@ -41,6 +42,8 @@ class Route:
     committed: list[tuple[int, str, int, int, int]] = field(default_factory=list)
     # Units left out because an exception was propagating when msprobe reset its writer.
     dropped: list[str] = field(default_factory=list)
+    # Called at every commit: `fast` mode forgets the step's tensors.
+    forget: Callable[[], None] = lambda: None
 
 
 _writers: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -126,6 +129,7 @@ def _has_data(writer: Any, const: Any) -> bool:
 def commit(writer: Any, route: Route, const: Any, at_exit: bool = False) -> None:
     """Commits what `writer` holds as the unit of its dump path, unless an exception is on its
     way through the caller (verl resets msprobe in a `finally`): that stage is not committed."""
+    route.forget()
     if not _has_data(writer, const):
         return
     if not at_exit and sys.exc_info()[1] is not None:
@@ -140,28 +144,55 @@ def commit(writer: Any, route: Route, const: Any, at_exit: bool = False) -> None
     writer.write_json()  # resolves the statistics and CRC placeholders, writes nothing
     debug = bool(writer.cache_debug)
     path = writer.debug_file_path if debug else writer.dump_file_path
-    dump = _json(writer.cache_debug if debug else writer.cache_data)
-    stack = construct = None
+    document = writer.cache_debug if debug else writer.cache_data
+    stack: Mapping[Any, Any] | None = None
+    construct: Mapping[Any, Any] | None = None
     if writer._is_extra_info_enabled() and not debug:
-        stack = _json({i: [names, frames] for i, (frames, names) in enumerate(writer.cache_stack.items())})
-        construct = _json(writer.cache_construct)
+        stack = {i: [names, frames] for i, (frames, names) in enumerate(writer.cache_stack.items())}
+        construct = writer.cache_construct
     tensors = list(writer.probelake_tensors.items())
     try:
-        result = _internal.commit_captured(
-            route.uri, path, dump, stack, construct, tensors, storage_options=route.storage_options
-        )
+        try:
+            # One-line JSON is what Python's C encoder writes (json.dump with an indent runs
+            # the pure-Python one); probelake stores it as msprobe's indent=1 files.
+            result = _commit(route, path, document, stack, construct, tensors, indent=None)
+        except MsprobeError:
+            # A document the one-line text cannot be re-laid out from: as msprobe writes it.
+            result = _commit(route, path, document, stack, construct, tensors, indent=1)
     except Exception as e:
         if route.fallback != "json":
             raise
         log.error("probelake: %s; writing msprobe's files to %s instead", e, os.path.dirname(path))
-        _write_files(path, dump, stack, construct, tensors, writer.dump_tensor_data_dir)
+        files = [_json(v, 1) if v is not None else None for v in (document, stack, construct)]
+        _write_files(path, *files, tensors, writer.dump_tensor_data_dir)
         return
     route.committed.append(result)
 
 
-def _json(value: Mapping[Any, Any]) -> bytes:
-    # What msprobe's save_json writes: json.dump(data, f, indent=1).
-    return json.dumps(value, indent=1).encode()
+def _commit(
+    route: Route,
+    path: str,
+    document: Mapping[Any, Any],
+    stack: Mapping[Any, Any] | None,
+    construct: Mapping[Any, Any] | None,
+    tensors: list[tuple[str, bytes]],
+    indent: int | None,
+) -> tuple[int, str, int, int, int]:
+    side = [_json(v, indent) if v is not None else None for v in (stack, construct)]
+    return _internal.commit_captured(
+        route.uri,
+        path,
+        _json(document, indent),
+        *side,
+        tensors,
+        relayout=None if indent else 1,
+        storage_options=route.storage_options,
+    )
+
+
+def _json(value: Mapping[Any, Any], indent: int | None) -> bytes:
+    # With indent=1, what msprobe's save_json writes: json.dump(data, f, indent=1).
+    return json.dumps(value, indent=indent).encode()
 
 
 def _write_files(
