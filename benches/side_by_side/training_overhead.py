@@ -18,7 +18,9 @@ With `--layers` several values, also how the step grows with the number of entri
 rewrites its files whole at every flush). Asserts nothing about speed.
 
     python benches/side_by_side/training_overhead.py [--levels L1 mix] [--steps 20] [--rounds 2]
-        [--layers 2 16]
+        [--layers 2 16] [--width 256] [--tokens 256]
+
+The package's native module should be a release build (`pip install ./crates/probelake-python`).
 """
 
 from __future__ import annotations
@@ -106,7 +108,12 @@ def main() -> None:
     p.add_argument("--layers", nargs="+", type=int, default=[2])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--width", type=int, default=256, help="the model's hidden size")
+    p.add_argument(
+        "--tokens", type=int, default=256, help="tokens per sequence (2 a batch)"
+    )
     args = p.parse_args()
+    SHAPE.extend(["--width", str(args.width), "--tokens", str(args.tokens)])
     print(
         "| level | layers | entries/step | mode | step wall ms | step CPU ms | added wall, × msprobe's | added CPU, × msprobe's |"
     )

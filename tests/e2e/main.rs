@@ -2,6 +2,7 @@
 //! (`../shared/fixtures`, skipped with a notice when absent) and over data it synthesizes.
 
 mod bad_input;
+mod captured;
 mod cli;
 mod compare;
 mod compare_pairs;
