@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -106,10 +107,23 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--width", type=int, default=16)
-    p.add_argument("--tokens", type=int, default=8, help="tokens per sequence (2 sequences a batch)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument(
+        "--tokens",
+        type=int,
+        default=8,
+        help="tokens per sequence (2 sequences a batch)",
+    )
+    p.add_argument(
+        "--dtype", default="float32", choices=["float32", "bfloat16", "float16"]
+    )
     p.add_argument("--lake")
     p.add_argument("--mode", default="exact", choices=["exact", "fast"])
+    p.add_argument("--fallback", default="raise", choices=["raise", "json"])
+    p.add_argument(
+        "--break-lake",
+        action="store_true",
+        help="after the first step, make the dataset a file",
+    )
     p.add_argument("--fail-stage")
     p.add_argument("--kill-stage")
     p.add_argument(
@@ -131,7 +145,7 @@ def main() -> None:
     if args.lake:
         import probelake.msprobe
 
-        probelake.msprobe.enable(args.lake, mode=args.mode)
+        probelake.msprobe.enable(args.lake, mode=args.mode, fallback=args.fallback)
     from msprobe.pytorch import PrecisionDebugger
 
     dtype = getattr(torch, args.dtype)
@@ -197,6 +211,11 @@ def main() -> None:
                     dbg.stop()
                     dbg.service.reset_status()
         times.append((time.perf_counter() - wall, time.process_time() - cpu))
+        if args.break_lake and step == 0:
+            # The store goes away mid-run: the dataset's folder becomes a file.
+            shutil.rmtree(args.lake)
+            with open(args.lake, "w") as f:
+                f.write("gone")
     if args.times:
         with open(args.times, "w") as f:
             json.dump(times, f)

@@ -65,13 +65,7 @@ pub fn commit_captured(
 ///
 /// The tensor must stay alive and unchanged during the call: the Python caller holds it.
 #[pyfunction]
-pub fn tensor_summary(
-    py: Python<'_>,
-    dtype: &str,
-    ptr: usize,
-    nbytes: usize,
-    zero_dim: bool,
-) -> PyResult<FourStats> {
+pub fn tensor_summary(py: Python<'_>, dtype: &str, ptr: usize, nbytes: usize, zero_dim: bool) -> PyResult<FourStats> {
     let Some(dtype) = DType::ALL.into_iter().find(|d| d.torch_name() == dtype) else {
         return Err(Error::argument(format!("{dtype}: not a dtype probelake summarizes")).into());
     };

@@ -51,11 +51,12 @@ _lock = threading.Lock()
 
 
 def writer_for(path: str) -> Any | None:
-    """The live capturing writer whose tensor folder holds `path`."""
+    """The live capturing writer whose tensor folder holds `path` (msprobe joins both from the
+    same dump_tensor_data_dir string)."""
     folder = os.path.dirname(path)
     with _lock:
         for w in _writers:
-            if w.dump_tensor_data_dir and os.path.realpath(w.dump_tensor_data_dir) == os.path.realpath(folder):
+            if w.dump_tensor_data_dir and w.dump_tensor_data_dir == folder:
                 return w
     return None
 
@@ -99,38 +100,38 @@ def make_writer_class(base: type, route: Route, const: Any) -> type:
 
         def reset_cache(self) -> None:
             try:
-                commit(self, route, const)
+                commit(self, route)
             finally:
                 self.probelake_tensors = {}
                 super().reset_cache()
 
     LakeDataWriter.__qualname__ = LakeDataWriter.__name__ = "LakeDataWriter"
-    atexit.register(_commit_at_exit, route, const)
+    atexit.register(_commit_at_exit, route)
     return LakeDataWriter
 
 
-def _commit_at_exit(route: Route, const: Any) -> None:
+def _commit_at_exit(route: Route) -> None:
     with _lock:
         writers = list(_writers)
     for w in writers:
         if getattr(w, "probelake_route", None) is route:
             try:
-                commit(w, route, const, at_exit=True)
+                commit(w, route, at_exit=True)
             except Exception as e:  # noqa: BLE001 - the interpreter is exiting: say it, do not mask
                 log.error("probelake: the last msprobe dump of this process was not committed: %s", e)
             w.probelake_tensors = {}
             w.cache_data, w.cache_debug = {}, {}
 
 
-def _has_data(writer: Any, const: Any) -> bool:
+def _has_data(writer: Any) -> bool:
     return bool(writer.cache_data) or bool(writer.cache_debug)
 
 
-def commit(writer: Any, route: Route, const: Any, at_exit: bool = False) -> None:
+def commit(writer: Any, route: Route, at_exit: bool = False) -> None:
     """Commits what `writer` holds as the unit of its dump path, unless an exception is on its
     way through the caller (verl resets msprobe in a `finally`): that stage is not committed."""
     route.forget()
-    if not _has_data(writer, const):
+    if not _has_data(writer):
         return
     if not at_exit and sys.exc_info()[1] is not None:
         unit = writer.dump_file_path or "?"
