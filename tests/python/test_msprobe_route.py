@@ -373,3 +373,21 @@ def test_a_commit_that_fails_mid_run(tmp_path: Path) -> None:
         "step1/rank0/dump.json",
         "step1/rank0/stack.json",
     ]
+
+
+def test_enable_then_disable_in_process(tmp_path: Path) -> None:
+    from msprobe.core.dump.data_dump import data_collector, json_writer
+
+    route = probelake.msprobe.enable(tmp_path / "lake", mode="fast")
+    try:
+        assert data_collector.DataWriter is not json_writer.DataWriter
+        assert probelake.msprobe.enabled() is route
+        assert repr(route).endswith(
+            "fast', fallback='raise': 0 unit(s) committed, 0 dropped)"
+        )
+        # The dataset exists from the start: a job finds out before training that it is writable.
+        assert (tmp_path / "lake" / "_probelake" / "manifest.json").is_file()
+    finally:
+        probelake.msprobe.disable()
+    assert data_collector.DataWriter is json_writer.DataWriter
+    assert probelake.msprobe.enabled() is None

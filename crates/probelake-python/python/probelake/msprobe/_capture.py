@@ -30,9 +30,10 @@ log = logging.getLogger("probelake.msprobe")
 Fallback = Literal["raise", "json"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Route:
-    """Where msprobe's dumps go and what happens when a commit fails."""
+    """Where msprobe's dumps go, what happens when a commit fails, and what was committed
+    (`committed`: step, stage, rank, entries, tensors per unit) or left out (`dropped`)."""
 
     uri: str
     storage_options: dict[str, Any] | None = None
@@ -44,6 +45,12 @@ class Route:
     dropped: list[str] = field(default_factory=list)
     # Called at every commit: `fast` mode forgets the step's tensors.
     forget: Callable[[], None] = lambda: None
+
+    def __repr__(self) -> str:
+        return (
+            f"Route({self.uri!r}, mode={self.mode!r}, fallback={self.fallback!r}: "
+            f"{len(self.committed)} unit(s) committed, {len(self.dropped)} dropped)"
+        )
 
 
 _writers: weakref.WeakSet[Any] = weakref.WeakSet()
