@@ -228,32 +228,32 @@ def capture_save_pt(original: Callable[[Any, str], None]) -> Callable[[Any, str]
     """msprobe's `save_pt(tensor, path)`: `torch.save` into memory, kept for the commit."""
     import torch
 
-    def save_pt(tensor: Any, filepath: str) -> None:
-        writer = writer_for(filepath)
-        if writer is None:
-            original(tensor, filepath)
-            return
-        buffer = io.BytesIO()
-        torch.save(tensor, buffer)
-        writer.probelake_tensors[os.path.basename(filepath)] = buffer.getvalue()
-
-    return save_pt
+    return _into_memory(original, lambda buffer, tensor: torch.save(tensor, buffer))
 
 
 def capture_save_npy(original: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
     """msprobe's `save_npy(array, path)` (string arrays): `numpy.save` into memory."""
     import numpy as np
 
-    def save_npy(data: Any, filepath: str) -> None:
+    return _into_memory(original, np.save)
+
+
+def _into_memory(
+    original: Callable[[Any, str], None], save: Callable[[io.BytesIO, Any], Any]
+) -> Callable[[Any, str], None]:
+    """`original(value, path)` when no capturing writer owns `path`; otherwise the bytes
+    `save(buffer, value)` writes, kept by that writer under the file's name."""
+
+    def save_file(value: Any, filepath: str) -> None:
         writer = writer_for(filepath)
         if writer is None:
-            original(data, filepath)
+            original(value, filepath)
             return
         buffer = io.BytesIO()
-        np.save(buffer, data)
+        save(buffer, value)
         writer.probelake_tensors[os.path.basename(filepath)] = buffer.getvalue()
 
-    return save_npy
+    return save_file
 
 
 def json_unit(dump_path: str) -> tuple[int, str, int]:
