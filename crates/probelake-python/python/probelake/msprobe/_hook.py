@@ -58,5 +58,7 @@ def install() -> None:
 
         _enable_from_environment()
         return
-    if not any(isinstance(f, _PatchAfterImport) for f in sys.meta_path):
+    # By name: site may run the .pth twice (lib and lib64 of a venv), each time with a fresh
+    # copy of this module and so of the class.
+    if not any(type(f).__name__ == _PatchAfterImport.__name__ for f in sys.meta_path):
         sys.meta_path.insert(0, _PatchAfterImport())
