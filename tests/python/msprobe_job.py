@@ -166,6 +166,18 @@ def main() -> None:
 
     def run_stage(stage: str, ids: torch.Tensor) -> None:
         if stage == args.kill_stage:
+            # Commits run behind the job: kill once the stage before is in (a kill inside
+            # that window of milliseconds loses that stage whole, never half of it).
+            import probelake.msprobe
+
+            route = probelake.msprobe.enabled()
+            deadline = time.monotonic() + 60
+            while (
+                route is not None
+                and not route.committed
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGKILL)
         if stage == "actor_update":
             out = model(ids)
@@ -212,7 +224,10 @@ def main() -> None:
                     dbg.service.reset_status()
         times.append((time.perf_counter() - wall, time.process_time() - cpu))
         if args.break_lake and step == 0:
-            # The store goes away mid-run: the dataset's folder becomes a file.
+            # The store goes away mid-run, once step 0 is in: the dataset's folder becomes a file.
+            import probelake.msprobe
+
+            probelake.msprobe.flush()
             shutil.rmtree(args.lake)
             with open(args.lake, "w") as f:
                 f.write("gone")

@@ -361,17 +361,31 @@ def test_fast_mode_is_exact_but_for_mean_and_norm(
 
 def test_a_commit_that_fails_mid_run(tmp_path: Path) -> None:
     lake, dump = tmp_path / "lake", tmp_path / "dump"
-    out = finish(job(dump, "--break-lake", "--lake", str(lake)), ok=False)
+    # The commit of step 1 fails behind the job; step 2's hand-over raises its error.
+    out = finish(
+        job(dump, "--steps", "3", "--break-lake", "--lake", str(lake)), ok=False
+    )
     assert "DatasetError" in out and str(lake) in out
     assert not dump.exists()
     # With the fallback, the step that could not be committed is written as msprobe's files.
     lake.unlink()
-    out = finish(job(dump, "--break-lake", "--fallback", "json", "--lake", str(lake)))
+    out = finish(
+        job(
+            dump,
+            "--steps",
+            "3",
+            "--break-lake",
+            "--fallback",
+            "json",
+            "--lake",
+            str(lake),
+        )
+    )
     assert "writing msprobe's files to" in out
     assert sorted(p.relative_to(dump).as_posix() for p in dump.rglob("*.json")) == [
-        "step1/rank0/construct.json",
-        "step1/rank0/dump.json",
-        "step1/rank0/stack.json",
+        f"step{s}/rank0/{f}.json"
+        for s in (1, 2)
+        for f in ("construct", "dump", "stack")
     ]
 
 

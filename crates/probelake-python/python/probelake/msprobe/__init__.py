@@ -16,7 +16,9 @@ records); what it would have written under `dump_path` becomes units of the data
 `{dump_path}/step{N}/rank{R}` is (N, "default", R), as `probelake import` maps them, and
 `probelake export` writes the files msprobe would have written, byte for byte. A unit is
 committed when msprobe resets its writer (`debugger.step()`, verl's `reset_status()`) and at
-interpreter exit, never while an exception propagates through the caller.
+interpreter exit, never while an exception propagates through the caller. Commits run on a
+thread of their own, one at a time, so a training step does not wait for storage; `flush()`
+waits for them.
 
 Environment variables, read when msprobe is imported:
 
@@ -49,6 +51,7 @@ __all__ = [
     "disable",
     "enable",
     "enabled",
+    "flush",
 ]
 
 log = logging.getLogger("probelake.msprobe")
@@ -77,6 +80,10 @@ _WRITER_API = (
     "_is_extra_info_enabled",
     "flush_stat_stack",
 )
+
+
+# What fast mode replaces in msprobe's processor.
+_PROCESSOR_API = ("get_stat_info", "_analyze_tensor")
 
 
 class IntegrationError(ProbelakeError):
@@ -126,9 +133,11 @@ def enable(
     _patch(processor, "save_pt", _capture.capture_save_pt(processor.save_pt))
     if mode == "fast":
         data_processor = processor.PytorchDataProcessor
-        fast = _fast.make_get_stat_info(data_processor.get_stat_info, processor.TensorStatInfo, const)
-        _patch(data_processor, "get_stat_info", fast)
-        route.forget = lambda: _fast.forget(fast)
+        stats = _fast.Statistics(const)
+        get_stat_info = _fast.make_get_stat_info(data_processor.get_stat_info, processor.TensorStatInfo, stats)
+        _patch(data_processor, "get_stat_info", get_stat_info)
+        _patch(data_processor, "_analyze_tensor", _fast.make_analyze_tensor(data_processor._analyze_tensor, stats))
+        route.forget = stats.forget
     if hasattr(processor, "save_npy"):
         _patch(processor, "save_npy", _capture.capture_save_npy(processor.save_npy))
     # msprobe creates dump_path/step{N}/rank{R}/ before writing into it; nothing is written there.
@@ -138,9 +147,22 @@ def enable(
     return route
 
 
+def flush() -> None:
+    """Waits until every dump handed over so far is committed (commits run behind the training
+    thread, one at a time); raises the error of one that failed."""
+    if _route is not None:
+        _route.committer.wait()
+
+
 def disable() -> None:
-    """Gives msprobe its own writer back; dumps already routed stay where they are."""
+    """Waits for the commit in flight, then gives msprobe its own writer back; dumps already
+    routed stay where they are."""
     global _route
+    if _route is not None:
+        try:
+            _route.committer.wait()
+        except ProbelakeError as e:
+            log.error("probelake: the last msprobe dump handed over was not committed: %s", e)
     while _saved:
         module, name, value = _saved.pop()
         setattr(module, name, value)
@@ -178,6 +200,8 @@ def _msprobe_modules() -> tuple[Any, Any, Any, Any]:
     except ImportError as e:
         raise IntegrationError(f"mindstudio-probe {version} could not be imported: {e}") from e
     missing = [a for a in _WRITER_API if not hasattr(collector.DataWriter, a)]
+    data_processor = getattr(processor, "PytorchDataProcessor", None)
+    missing += [f"PytorchDataProcessor.{a}" for a in _PROCESSOR_API if not hasattr(data_processor, a)]
     needed = (
         (processor, "save_pt"),
         (processor, "TensorStatInfo"),

@@ -45,12 +45,45 @@ class Route:
     dropped: list[str] = field(default_factory=list)
     # Called at every commit: `fast` mode forgets the step's tensors.
     forget: Callable[[], None] = lambda: None
+    committer: Committer = field(default_factory=lambda: Committer())
 
     def __repr__(self) -> str:
         return (
             f"Route({self.uri!r}, mode={self.mode!r}, fallback={self.fallback!r}: "
             f"{len(self.committed)} unit(s) committed, {len(self.dropped)} dropped)"
         )
+
+
+class Committer:
+    """Commits one dump at a time behind the training thread: a hand-over returns at once,
+    and the next one (or the exit) first waits for the one before and raises its error. So a
+    step never waits for encoding or storage unless the store is slower than the steps, and
+    then by one unit at most (back-pressure, not a growing queue)."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, work: Callable[[], None]) -> None:
+        self.wait()
+        thread = threading.Thread(target=self._run, args=(work,), name="probelake-msprobe-commit", daemon=True)
+        self._thread = thread
+        thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as e:  # noqa: BLE001 - handed to the training thread by wait()
+            self._error = e
+
+    def wait(self) -> None:
+        """Waits for the commit in flight; raises its error, if it failed."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 _writers: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -124,10 +157,15 @@ def _commit_at_exit(route: Route) -> None:
         if getattr(w, "probelake_route", None) is route:
             try:
                 commit(w, route, at_exit=True)
+                route.committer.wait()
             except Exception as e:  # noqa: BLE001 - the interpreter is exiting: say it, do not mask
                 log.error("probelake: the last msprobe dump of this process was not committed: %s", e)
             w.probelake_tensors = {}
             w.cache_data, w.cache_debug = {}, {}
+    try:
+        route.committer.wait()
+    except Exception as e:  # noqa: BLE001
+        log.error("probelake: the last msprobe dump of this process was not committed: %s", e)
 
 
 def _has_data(writer: Any) -> bool:
@@ -159,41 +197,48 @@ def commit(writer: Any, route: Route, at_exit: bool = False) -> None:
         stack = {i: [names, frames] for i, (frames, names) in enumerate(writer.cache_stack.items())}
         construct = writer.cache_construct
     tensors = list(writer.probelake_tensors.items())
-    try:
+    tensor_dir = writer.dump_tensor_data_dir
+    # One-line JSON is what Python's C encoder writes (json.dump with an indent runs the
+    # pure-Python one); probelake stores it as msprobe's indent=1 files. Serialized here:
+    # msprobe gives its writer new caches after the reset, but these are read only now.
+    files = [_json(v, None) if v is not None else None for v in (document, stack, construct)]
+
+    def store() -> None:
         try:
-            # One-line JSON is what Python's C encoder writes (json.dump with an indent runs
-            # the pure-Python one); probelake stores it as msprobe's indent=1 files.
-            result = _commit(route, path, document, stack, construct, tensors, indent=None)
-        except MsprobeError:
-            # A document the one-line text cannot be re-laid out from: as msprobe writes it.
-            result = _commit(route, path, document, stack, construct, tensors, indent=1)
-    except Exception as e:
-        if route.fallback != "json":
-            raise
-        log.error("probelake: %s; writing msprobe's files to %s instead", e, os.path.dirname(path))
-        files = [_json(v, 1) if v is not None else None for v in (document, stack, construct)]
-        _write_files(path, *files, tensors, writer.dump_tensor_data_dir)
-        return
-    route.committed.append(result)
+            try:
+                result = _commit(route, path, files, tensors, relayout=1)
+            except MsprobeError:
+                # A document the one-line text cannot be re-laid out from: as msprobe writes it.
+                indented = [_json(v, 1) if v is not None else None for v in (document, stack, construct)]
+                result = _commit(route, path, indented, tensors, relayout=None)
+        except Exception as e:
+            if route.fallback != "json":
+                raise
+            log.error("probelake: %s; writing msprobe's files to %s instead", e, os.path.dirname(path))
+            indented = [_json(v, 1) if v is not None else None for v in (document, stack, construct)]
+            _write_files(path, *indented, tensors, tensor_dir)
+            return
+        route.committed.append(result)
+
+    route.committer.submit(store)
 
 
 def _commit(
     route: Route,
     path: str,
-    document: Mapping[Any, Any],
-    stack: Mapping[Any, Any] | None,
-    construct: Mapping[Any, Any] | None,
+    files: list[bytes | None],
     tensors: list[tuple[str, bytes]],
-    indent: int | None,
+    relayout: int | None,
 ) -> tuple[int, str, int, int, int]:
-    side = [_json(v, indent) if v is not None else None for v in (stack, construct)]
+    dump, stack, construct = files
     return _internal.commit_captured(
         route.uri,
         path,
-        _json(document, indent),
-        *side,
+        dump or b"",
+        stack,
+        construct,
         tensors,
-        relayout=None if indent else 1,
+        relayout=relayout,
         storage_options=route.storage_options,
     )
 

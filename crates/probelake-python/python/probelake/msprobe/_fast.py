@@ -35,51 +35,99 @@ _DTYPES = {
 }
 
 
-def make_get_stat_info(original: Callable[..., Any], stat_info: type, const: Any) -> Callable[..., Any]:
-    """A `PytorchDataProcessor.get_stat_info` that summarizes CPU tensors in Rust; `stat_info`
-    is msprobe's `TensorStatInfo`."""
-    import torch
+class Statistics:
+    """msprobe's Max, Min, Mean and Norm of plain CPU tensors, computed by probelake, with the
+    recent tensors remembered (`forget()` at each commit)."""
 
-    plain = (torch.Tensor, torch.nn.Parameter)
-    recent: OrderedDict[tuple[int, int], tuple[Any, tuple[Any, Any, Any, Any]]] = OrderedDict()
-    strided = torch.strided
+    def __init__(self, const: Any) -> None:
+        import torch
 
-    def get_stat_info(self: Any, data: Any, async_dump: bool = False, precision: Any = const.DUMP_PRECISION_LOW) -> Any:
-        dtype = str(data.dtype)
-        if (
-            dtype not in _DTYPES
-            or not data.is_cpu
-            or data.layout is not strided
-            or precision == const.DUMP_PRECISION_HIGH
-            or self.config.summary_mode == const.XOR_CHECKSUM
-            or type(data) not in plain
-            or data.is_meta
-        ):
-            return original(self, data, async_dump, precision)
+        self._functorch = torch._C._functorch
+        self._plain = (torch.Tensor, torch.nn.Parameter)
+        self._strided = torch.strided
+        self._const = const
+        self._recent: OrderedDict[tuple[int, int], tuple[Any, tuple[Any, Any, Any, Any]]] = OrderedDict()
+
+    def takes(self, data: Any, config: Any, precision: Any) -> bool:
+        """Whether `data` is a tensor probelake summarizes exactly as msprobe's rules say."""
+        return (
+            type(data) in self._plain
+            and str(data.dtype) in _DTYPES
+            and data.is_cpu
+            and data.layout is self._strided
+            and not data.is_meta
+            and precision != self._const.DUMP_PRECISION_HIGH
+            and config.summary_mode != self._const.XOR_CHECKSUM
+            and not self._functorch.is_batchedtensor(data)
+            and not self._functorch.is_gradtrackingtensor(data)
+        )
+
+    def of(self, data: Any) -> tuple[Any, Any, Any, Any] | None:
+        """Max, Min, Mean, Norm of a tensor `takes` accepted; None for an empty one."""
         key = (id(data), data._version)
-        hit = recent.get(key)
+        hit = self._recent.get(key)
         if hit is not None and hit[0] is data:
-            recent.move_to_end(key)
-            values = hit[1]
-        else:
-            t = data.detach()
-            if not t.is_contiguous():
-                t = t.contiguous()
-            numel = t.numel()
-            if not numel:
-                return original(self, data, async_dump, precision)
-            values = _internal.tensor_summary(dtype, t.data_ptr(), numel * t.element_size(), t.dim() == 0)
-            recent[key] = (data, values)
-            if len(recent) > _RECENT:
-                recent.popitem(last=False)
+            self._recent.move_to_end(key)
+            return hit[1]
+        t = data.detach()
+        if not t.is_contiguous():
+            t = t.contiguous()
+        numel = t.numel()
+        if not numel:
+            return None
+        values = _internal.tensor_summary(str(t.dtype), t.data_ptr(), numel * t.element_size(), t.dim() == 0)
+        self._recent[key] = (data, values)
+        if len(self._recent) > _RECENT:
+            self._recent.popitem(last=False)
+        return values
+
+    def forget(self) -> None:
+        """Drops the remembered tensors: a step's tensors are not the next's."""
+        self._recent.clear()
+
+
+def make_get_stat_info(original: Callable[..., Any], stat_info: type, stats: Statistics) -> Callable[..., Any]:
+    """A `PytorchDataProcessor.get_stat_info` that summarizes plain CPU tensors in Rust;
+    `stat_info` is msprobe's `TensorStatInfo`."""
+    low = stats._const.DUMP_PRECISION_LOW
+
+    def get_stat_info(self: Any, data: Any, async_dump: bool = False, precision: Any = low) -> Any:
+        values = stats.of(data) if stats.takes(data, self.config, precision) else None
+        if values is None:
+            return original(self, data, async_dump, precision)
         return stat_info(*values)
 
-    get_stat_info.probelake_recent = recent  # type: ignore[attr-defined]
     return get_stat_info
 
 
-def forget(get_stat_info: Callable[..., Any]) -> None:
-    """Drops the remembered tensors (at each commit: a step's tensors are not the next's)."""
-    recent = getattr(get_stat_info, "probelake_recent", None)
-    if recent is not None:
-        recent.clear()
+def make_analyze_tensor(original: Callable[..., Any], stats: Statistics) -> Callable[..., Any]:
+    """A `PytorchDataProcessor._analyze_tensor` that writes a plain CPU tensor's record with its
+    statistics in place, as msprobe's flush would rewrite it (type, dtype, shape, Max, Min,
+    Mean, Norm, requires_grad): no placeholder, no 0-dim tensors, no rewrite at the flush.
+    md5 summaries, slicing and asynchronous dumps keep msprobe's path."""
+    const = stats._const
+
+    def analyze_tensor(self: Any, tensor: Any, suffix: str) -> Any:
+        config = self.config
+        if (
+            config.summary_mode != const.STATISTICS
+            or config.async_dump
+            or config.slice_info
+            or not stats.takes(tensor, config, config.precision)
+        ):
+            return original(self, tensor, suffix)
+        values = stats.of(tensor)
+        if values is None:
+            return original(self, tensor, suffix)
+        return {
+            "type": const.TENSOR_TYPE,
+            "dtype": str(tensor.dtype),
+            "shape": tensor.shape,
+            const.MAX: values[0],
+            const.MIN: values[1],
+            const.MEAN: values[2],
+            const.NORM: values[3],
+            "requires_grad": tensor.requires_grad,
+        }
+
+    return analyze_tensor
