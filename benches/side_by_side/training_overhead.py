@@ -37,6 +37,8 @@ from pathlib import Path
 JOB = Path(__file__).resolve().parents[2] / "tests" / "python" / "msprobe_job.py"
 MODES = ("baseline", "msprobe", "exact", "fast")
 WARMUP = 3
+# --width and --tokens for every job.
+SHAPE: list[str] = []
 
 
 def run(
@@ -53,7 +55,7 @@ def run(
         "--layers",
         str(layers),
     ]
-    args += ["--steps", str(steps), "--times", str(times)]
+    args += [*SHAPE, "--steps", str(steps), "--times", str(times)]
     if mode == "baseline":
         args.append("--no-debugger")
     elif mode in ("exact", "fast"):

@@ -11,14 +11,14 @@ checksum, high precision) goes to msprobe's own code.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from .. import _internal
 
-# Recent tensors and their statistics. Holding the tensor keeps its id from being reused
-# while the entry lives; a small bound keeps the memory that holds alive small.
+# How many recent tensors' statistics are remembered.
 _RECENT = 256
 
 _DTYPES = {
@@ -46,7 +46,7 @@ class Statistics:
         self._plain = (torch.Tensor, torch.nn.Parameter)
         self._strided = torch.strided
         self._const = const
-        self._recent: OrderedDict[tuple[int, int], tuple[Any, tuple[Any, Any, Any, Any]]] = OrderedDict()
+        self._recent: OrderedDict[tuple[int, int], tuple[weakref.ref[Any], tuple[Any, Any, Any, Any]]] = OrderedDict()
 
     def takes(self, data: Any, config: Any, precision: Any) -> bool:
         """Whether `data` is a tensor probelake summarizes exactly as msprobe's rules say."""
@@ -66,7 +66,7 @@ class Statistics:
         """Max, Min, Mean, Norm of a tensor `takes` accepted; None for an empty one."""
         key = (id(data), data._version)
         hit = self._recent.get(key)
-        if hit is not None and hit[0] is data:
+        if hit is not None and hit[0]() is data:
             self._recent.move_to_end(key)
             return hit[1]
         t = data.detach()
@@ -76,7 +76,10 @@ class Statistics:
         if not numel:
             return None
         values = _internal.tensor_summary(str(t.dtype), t.data_ptr(), numel * t.element_size(), t.dim() == 0)
-        self._recent[key] = (data, values)
+        # A weak reference: holding the tensors would keep a step's activations alive longer
+        # (and make torch allocate fresh memory for the next ones); a dead one never matches,
+        # so a new tensor that reuses its id is not mistaken for it.
+        self._recent[key] = (weakref.ref(data), values)
         if len(self._recent) > _RECENT:
             self._recent.popitem(last=False)
         return values
