@@ -405,3 +405,11 @@ def test_enable_then_disable_in_process(tmp_path: Path) -> None:
         probelake.msprobe.disable()
     assert data_collector.DataWriter is json_writer.DataWriter
     assert probelake.msprobe.enabled() is None
+
+
+def test_a_bad_mode_or_fallback_is_an_argument_error(tmp_path: Path) -> None:
+    with pytest.raises(probelake.ArgumentError, match="'exact'.*'fast'"):
+        probelake.msprobe.enable(tmp_path / "lake", mode="quick")  # type: ignore[arg-type]
+    with pytest.raises(probelake.ArgumentError, match="'raise' or 'json'"):
+        probelake.msprobe.enable(tmp_path / "lake", fallback="ignore")  # type: ignore[arg-type]
+    assert not (tmp_path / "lake").exists()

@@ -40,7 +40,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from .._errors import ProbelakeError
+from .._errors import ArgumentError, ProbelakeError
 from . import _capture, _fast
 from ._capture import Fallback, Route
 
@@ -116,9 +116,9 @@ def enable(
     """
     global _route
     if mode not in ("exact", "fast"):
-        raise IntegrationError(f"mode {mode!r}: use 'exact' (msprobe computes every value) or 'fast'")
+        raise ArgumentError(f"mode {mode!r}: use 'exact' (msprobe computes every value) or 'fast'")
     if fallback not in ("raise", "json"):
-        raise IntegrationError(f"fallback {fallback!r}: use 'raise' or 'json'")
+        raise ArgumentError(f"fallback {fallback!r}: use 'raise' or 'json'")
     modules = _msprobe_modules()
     uri = os.fspath(uri)
     options = dict(storage_options) if storage_options is not None else None
