@@ -2,6 +2,7 @@
 //! dump that msprobe held in memory committed as one unit.
 
 use probelake_msprobe::{import_captured, place_dump_file, CapturedDump};
+use probelake_writer::checksum::crc32_hex;
 use probelake_writer::stats::{summarize, Stat};
 use probelake_writer::DType;
 use pyo3::prelude::*;
@@ -58,14 +59,23 @@ pub fn commit_captured(
 
 /// msprobe's Max, Min, Mean and Norm of the `nbytes` bytes at `ptr` (a contiguous CPU tensor
 /// of torch dtype `dtype`, e.g. "torch.float32"), as `.item()` would give them: floats, ints
-/// or bools, `None` where msprobe writes null. `probelake.msprobe`'s fast mode calls it instead
-/// of four torch reductions and four `.item()` syncs.
+/// or bools, `None` where msprobe writes null; and with `crc32`, its `md5` field in md5 mode
+/// (the CRC-32 of the bytes, 8 hex digits). `probelake.msprobe`'s fast mode calls it instead
+/// of four torch reductions, four `.item()` syncs and a CRC on a thread pool.
 ///
 /// # Safety (for the caller)
 ///
 /// The tensor must stay alive and unchanged during the call: the Python caller holds it.
 #[pyfunction]
-pub fn tensor_summary(py: Python<'_>, dtype: &str, ptr: usize, nbytes: usize, zero_dim: bool) -> PyResult<FourStats> {
+#[pyo3(signature = (dtype, ptr, nbytes, zero_dim, crc32=false))]
+pub fn tensor_summary(
+    py: Python<'_>,
+    dtype: &str,
+    ptr: usize,
+    nbytes: usize,
+    zero_dim: bool,
+    crc32: bool,
+) -> PyResult<TensorSummary> {
     let Some(dtype) = DType::ALL.into_iter().find(|d| d.torch_name() == dtype) else {
         return Err(Error::argument(format!("{dtype}: not a dtype probelake summarizes")).into());
     };
@@ -79,13 +89,13 @@ pub fn tensor_summary(py: Python<'_>, dtype: &str, ptr: usize, nbytes: usize, ze
         // and holds the tensor for the duration of this call.
         unsafe { std::slice::from_raw_parts(ptr as *const u8, nbytes) }
     };
-    let summary = py.detach(|| summarize(dtype, data, zero_dim));
+    let (summary, crc) = py.detach(|| (summarize(dtype, data, zero_dim), crc32.then(|| crc32_hex(data))));
     let [max, min, mean, norm] = summary.as_array().map(|s| stat_object(py, s));
-    Ok((max?, min?, mean?, norm?))
+    Ok((max?, min?, mean?, norm?, crc))
 }
 
-/// Max, Min, Mean and Norm as Python numbers (or `None`).
-type FourStats = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
+/// Max, Min, Mean and Norm as Python numbers (or `None`), and the CRC-32 if asked for.
+type TensorSummary = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>, Option<String>);
 
 fn stat_object(py: Python<'_>, stat: Stat) -> PyResult<Py<PyAny>> {
     Ok(match stat {

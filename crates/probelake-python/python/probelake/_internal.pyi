@@ -127,8 +127,15 @@ def commit_captured(
     """Commits a dump msprobe held in memory as its unit: (step, stage, rank, entries, tensors)."""
 
 def tensor_summary(
-    dtype: str, ptr: int, nbytes: int, zero_dim: bool
-) -> tuple[float | int | bool | None, float | int | bool | None, float | int | bool | None, float | int | bool | None]:
-    """msprobe's Max, Min, Mean and Norm of a live contiguous CPU tensor's bytes."""
+    dtype: str, ptr: int, nbytes: int, zero_dim: bool, crc32: bool = False
+) -> tuple[
+    float | int | bool | None,
+    float | int | bool | None,
+    float | int | bool | None,
+    float | int | bool | None,
+    str | None,
+]:
+    """msprobe's Max, Min, Mean and Norm of a live contiguous CPU tensor's bytes, and its CRC-32
+    (msprobe's `md5` field) when `crc32` is set."""
 
 def _live_streams() -> int: ...

@@ -18,6 +18,9 @@ from typing import Any
 
 from .. import _internal
 
+# Max, Min, Mean, Norm and the CRC-32 (None unless asked for).
+Summary = tuple[Any, Any, Any, Any, "str | None"]
+
 # How many recent tensors' statistics are remembered.
 _RECENT = 256
 
@@ -46,7 +49,7 @@ class Statistics:
         self._plain = (torch.Tensor, torch.nn.Parameter)
         self._strided = torch.strided
         self._const = const
-        self._recent: OrderedDict[tuple[int, int], tuple[weakref.ref[Any], tuple[Any, Any, Any, Any]]] = OrderedDict()
+        self._recent: OrderedDict[tuple[int, int], tuple[weakref.ref[Any], Summary]] = OrderedDict()
 
     def takes(self, data: Any, config: Any, precision: Any) -> bool:
         """Whether `data` is a tensor probelake summarizes exactly as msprobe's rules say."""
@@ -62,11 +65,12 @@ class Statistics:
             and not self._functorch.is_gradtrackingtensor(data)
         )
 
-    def of(self, data: Any) -> tuple[Any, Any, Any, Any] | None:
-        """Max, Min, Mean, Norm of a tensor `takes` accepted; None for an empty one."""
+    def of(self, data: Any, crc32: bool = False) -> Summary | None:
+        """Max, Min, Mean, Norm (and with `crc32`, msprobe's md5 field) of a tensor `takes`
+        accepted; None for an empty one."""
         key = (id(data), data._version)
         hit = self._recent.get(key)
-        if hit is not None and hit[0]() is data:
+        if hit is not None and hit[0]() is data and (hit[1][4] is not None or not crc32):
             self._recent.move_to_end(key)
             return hit[1]
         t = data.detach()
@@ -75,7 +79,7 @@ class Statistics:
         numel = t.numel()
         if not numel:
             return None
-        values = _internal.tensor_summary(str(t.dtype), t.data_ptr(), numel * t.element_size(), t.dim() == 0)
+        values = _internal.tensor_summary(str(t.dtype), t.data_ptr(), numel * t.element_size(), t.dim() == 0, crc32)
         # A weak reference: holding the tensors would keep a step's activations alive longer
         # (and make torch allocate fresh memory for the next ones); a dead one never matches,
         # so a new tensor that reuses its id is not mistaken for it.
@@ -98,31 +102,35 @@ def make_get_stat_info(original: Callable[..., Any], stat_info: type, stats: Sta
         values = stats.of(data) if stats.takes(data, self.config, precision) else None
         if values is None:
             return original(self, data, async_dump, precision)
-        return stat_info(*values)
+        return stat_info(*values[:4])
 
     return get_stat_info
 
 
 def make_analyze_tensor(original: Callable[..., Any], stats: Statistics) -> Callable[..., Any]:
     """A `PytorchDataProcessor._analyze_tensor` that writes a plain CPU tensor's record with its
-    statistics in place, as msprobe's flush would rewrite it (type, dtype, shape, Max, Min,
-    Mean, Norm, requires_grad): no placeholder, no 0-dim tensors, no rewrite at the flush.
-    md5 summaries, slicing and asynchronous dumps keep msprobe's path."""
+    statistics (and in md5 mode its CRC-32) in place, as msprobe's flush would rewrite it (type,
+    dtype, shape, Max, Min, Mean, Norm, requires_grad, md5): no placeholder, no 0-dim tensors,
+    no CRC on a thread pool, no rewrite at the flush. Slicing, asynchronous dumps and the
+    tensor task's comparison against a bench dump keep msprobe's path."""
     const = stats._const
+    modes = (const.STATISTICS, const.MD5)
 
     def analyze_tensor(self: Any, tensor: Any, suffix: str) -> Any:
         config = self.config
+        md5 = config.summary_mode == const.MD5
         if (
-            config.summary_mode != const.STATISTICS
+            config.summary_mode not in modes
             or config.async_dump
             or config.slice_info
+            or (md5 and config.task == const.TENSOR and self.data_writer.bench_dump_file_path is not None)
             or not stats.takes(tensor, config, config.precision)
         ):
             return original(self, tensor, suffix)
-        values = stats.of(tensor)
+        values = stats.of(tensor, crc32=md5)
         if values is None:
             return original(self, tensor, suffix)
-        return {
+        record = {
             "type": const.TENSOR_TYPE,
             "dtype": str(tensor.dtype),
             "shape": tensor.shape,
@@ -132,5 +140,8 @@ def make_analyze_tensor(original: Callable[..., Any], stats: Statistics) -> Call
             const.NORM: values[3],
             "requires_grad": tensor.requires_grad,
         }
+        if md5:
+            record[const.MD5] = values[4]
+        return record
 
     return analyze_tensor
