@@ -49,17 +49,18 @@ fn captured_round_trip(run: &Path, relayout: bool, rt: &tokio::runtime::Runtime)
             tensors,
             relayout: None,
         };
-        let one = CapturedDump {
-            dump: one_line(&captured.dump),
-            stack: captured.stack.as_deref().map(one_line),
-            construct: captured.construct.as_deref().map(one_line),
-            relayout: Some(1),
-            ..captured.clone()
-        };
         // msprobe writes indent=1; a file whose rows do not rebuild its one-line text is
         // refused in that form and then given as written, as probelake.msprobe does.
-        let indented = captured.dump.starts_with(b"{\n \"");
-        let taken = relayout && indented && rt.block_on(import_captured(&lake, &one)).is_ok();
+        let taken = relayout && captured.dump.starts_with(b"{\n \"") && {
+            let one = CapturedDump {
+                dump: one_line(&captured.dump),
+                stack: captured.stack.as_deref().map(one_line),
+                construct: captured.construct.as_deref().map(one_line),
+                relayout: Some(1),
+                ..captured.clone()
+            };
+            rt.block_on(import_captured(&lake, &one)).is_ok()
+        };
         if !taken {
             rt.block_on(import_captured(&lake, &captured)).expect("import_captured");
         }

@@ -41,7 +41,6 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::divergence, m)?)?;
     m.add_function(wrap_pyfunction!(ops::reader_schema, m)?)?;
     m.add_function(wrap_pyfunction!(msprobe::check_dataset, m)?)?;
-    m.add_function(wrap_pyfunction!(msprobe::dump_unit, m)?)?;
     m.add_function(wrap_pyfunction!(msprobe::commit_captured, m)?)?;
     m.add_function(wrap_pyfunction!(msprobe::tensor_summary, m)?)?;
     m.add_function(wrap_pyfunction!(stream::_live_streams, m)?)?;

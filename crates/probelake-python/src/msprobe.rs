@@ -1,7 +1,7 @@
 //! What `probelake.msprobe` needs from Rust: a dataset checked before training starts, and a
 //! dump that msprobe held in memory committed as one unit.
 
-use probelake_msprobe::{import_captured, place_dump_file, CapturedDump};
+use probelake_msprobe::{import_captured, CapturedDump};
 use probelake_writer::checksum::crc32_hex;
 use probelake_writer::stats::{summarize, Stat};
 use probelake_writer::DType;
@@ -21,13 +21,6 @@ pub fn check_dataset(py: Python<'_>, uri: String, storage_options: Option<&Bound
     let result = block_on(py, async move { lake.check_takes_writes().await })?;
     result.map_err(|e| Error::from(e).context(format!("dataset {} does not take writes", display(&uri))))?;
     Ok(())
-}
-
-/// The unit (step, stage, rank) that msprobe's dump file `dump_path` belongs to.
-#[pyfunction]
-pub fn dump_unit(dump_path: &str) -> PyResult<(i64, String, i64)> {
-    let place = place_dump_file(dump_path.as_ref()).map_err(Error::from)?;
-    Ok((place.unit.step, place.unit.stage, place.unit.rank))
 }
 
 /// Commits one captured dump folder to `uri` as its unit, replacing it if present; `relayout`

@@ -111,9 +111,6 @@ def reader_schema(table: str) -> object:
 def check_dataset(uri: str, storage_options: StorageOptions = None) -> None:
     """Opens `uri` for writing and checks that it takes writes (creating the dataset if new)."""
 
-def dump_unit(dump_path: str) -> tuple[int, str, int]:
-    """The unit (step, stage, rank) of msprobe's dump file `dump_path`."""
-
 def commit_captured(
     uri: str,
     dump_path: str,

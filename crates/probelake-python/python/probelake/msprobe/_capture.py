@@ -157,7 +157,6 @@ def _commit_at_exit(route: Route) -> None:
         if getattr(w, "probelake_route", None) is route:
             try:
                 commit(w, route, at_exit=True)
-                route.committer.wait()
             except Exception as e:  # noqa: BLE001 - the interpreter is exiting: say it, do not mask
                 log.error("probelake: the last msprobe dump of this process was not committed: %s", e)
             w.probelake_tensors = {}
@@ -198,25 +197,28 @@ def commit(writer: Any, route: Route, at_exit: bool = False) -> None:
         construct = writer.cache_construct
     tensors = list(writer.probelake_tensors.items())
     tensor_dir = writer.dump_tensor_data_dir
+
+    def serialized(indent: int | None) -> list[bytes | None]:
+        return [_json(v, indent) if v is not None else None for v in (document, stack, construct)]
+
     # One-line JSON is what Python's C encoder writes (json.dump with an indent runs the
-    # pure-Python one); probelake stores it as msprobe's indent=1 files. Serialized here:
-    # msprobe gives its writer new caches after the reset, but these are read only now.
-    files = [_json(v, None) if v is not None else None for v in (document, stack, construct)]
+    # pure-Python one); probelake stores it as msprobe's indent=1 files. Serialized here, on
+    # the training thread: msprobe gives its writer new caches after the reset, so the
+    # indented fallbacks below read documents it no longer changes.
+    one_line = serialized(None)
 
     def store() -> None:
         try:
             try:
-                result = _commit(route, path, files, tensors, relayout=1)
+                result = _commit(route, path, one_line, tensors, relayout=1)
             except MsprobeError:
                 # A document the one-line text cannot be re-laid out from: as msprobe writes it.
-                indented = [_json(v, 1) if v is not None else None for v in (document, stack, construct)]
-                result = _commit(route, path, indented, tensors, relayout=None)
+                result = _commit(route, path, serialized(1), tensors, relayout=None)
         except Exception as e:
             if route.fallback != "json":
                 raise
             log.error("probelake: %s; writing msprobe's files to %s instead", e, os.path.dirname(path))
-            indented = [_json(v, 1) if v is not None else None for v in (document, stack, construct)]
-            _write_files(path, *indented, tensors, tensor_dir)
+            _write_files(path, *serialized(1), tensors, tensor_dir)
             return
         route.committed.append(result)
 
@@ -299,8 +301,3 @@ def _into_memory(
         writer.probelake_tensors[os.path.basename(filepath)] = buffer.getvalue()
 
     return save_file
-
-
-def json_unit(dump_path: str) -> tuple[int, str, int]:
-    """The unit msprobe's dump at `dump_path` becomes."""
-    return _internal.dump_unit(dump_path)

@@ -48,7 +48,7 @@ class Statistics:
         self._functorch = torch._C._functorch
         self._plain = (torch.Tensor, torch.nn.Parameter)
         self._strided = torch.strided
-        self._const = const
+        self.const = const
         self._recent: OrderedDict[tuple[int, int], tuple[weakref.ref[Any], Summary]] = OrderedDict()
 
     def takes(self, data: Any, config: Any, precision: Any) -> bool:
@@ -59,8 +59,8 @@ class Statistics:
             and data.is_cpu
             and data.layout is self._strided
             and not data.is_meta
-            and precision != self._const.DUMP_PRECISION_HIGH
-            and config.summary_mode != self._const.XOR_CHECKSUM
+            and precision != self.const.DUMP_PRECISION_HIGH
+            and config.summary_mode != self.const.XOR_CHECKSUM
             and not self._functorch.is_batchedtensor(data)
             and not self._functorch.is_gradtrackingtensor(data)
         )
@@ -96,7 +96,7 @@ class Statistics:
 def make_get_stat_info(original: Callable[..., Any], stat_info: type, stats: Statistics) -> Callable[..., Any]:
     """A `PytorchDataProcessor.get_stat_info` that summarizes plain CPU tensors in Rust;
     `stat_info` is msprobe's `TensorStatInfo`."""
-    low = stats._const.DUMP_PRECISION_LOW
+    low = stats.const.DUMP_PRECISION_LOW
 
     def get_stat_info(self: Any, data: Any, async_dump: bool = False, precision: Any = low) -> Any:
         values = stats.of(data) if stats.takes(data, self.config, precision) else None
@@ -113,7 +113,7 @@ def make_analyze_tensor(original: Callable[..., Any], stats: Statistics) -> Call
     dtype, shape, Max, Min, Mean, Norm, requires_grad, md5): no placeholder, no 0-dim tensors,
     no CRC on a thread pool, no rewrite at the flush. Slicing, asynchronous dumps and the
     tensor task's comparison against a bench dump keep msprobe's path."""
-    const = stats._const
+    const = stats.const
     modes = (const.STATISTICS, const.MD5)
 
     def analyze_tensor(self: Any, tensor: Any, suffix: str) -> Any:
