@@ -334,18 +334,20 @@ def fast_differences(exact: object, fast: object, worst: dict[str, float]) -> li
 
 
 @pytest.mark.parametrize(
-    ("level", "dtype", "summary_mode"),
+    ("task", "level", "dtype", "summary_mode"),
     [
-        ("L1", "float32", "statistics"),
-        ("mix", "float32", "statistics"),
-        ("mix", "bfloat16", "statistics"),
-        ("mix", "float32", "md5"),
+        ("statistics", "L1", "float32", "statistics"),
+        ("statistics", "mix", "float32", "statistics"),
+        ("statistics", "mix", "bfloat16", "statistics"),
+        ("statistics", "mix", "float32", "md5"),
+        ("tensor", "L0", "float32", "md5"),
     ],
 )
 def test_fast_mode_is_exact_but_for_mean_and_norm(
-    tmp_path: Path, level: str, dtype: str, summary_mode: str
+    tmp_path: Path, task: str, level: str, dtype: str, summary_mode: str
 ) -> None:
-    args = ("--level", level, "--dtype", dtype, "--summary-mode", summary_mode)
+    args = ("--task", task, "--level", level, "--dtype", dtype)
+    args += ("--summary-mode", summary_mode)
     exports = {}
     for mode in ("exact", "fast"):
         lake = tmp_path / mode

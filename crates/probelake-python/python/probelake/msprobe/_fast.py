@@ -14,6 +14,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from .. import _internal
@@ -110,8 +111,8 @@ def make_get_stat_info(original: Callable[..., Any], stat_info: type, stats: Sta
 def make_analyze_tensor(original: Callable[..., Any], stats: Statistics) -> Callable[..., Any]:
     """A `PytorchDataProcessor._analyze_tensor` that writes a plain CPU tensor's record with its
     statistics (and in md5 mode its CRC-32) in place, as msprobe's flush would rewrite it (type,
-    dtype, shape, Max, Min, Mean, Norm, requires_grad, md5): no placeholder, no 0-dim tensors,
-    no CRC on a thread pool, no rewrite at the flush. Slicing, asynchronous dumps and the
+    dtype, shape, Max, Min, Mean, Norm, requires_grad; md5 through msprobe's CRC placeholder):
+    no statistics placeholder, no 0-dim tensors, no CRC on a thread pool. Slicing, asynchronous dumps and the
     tensor task's comparison against a bench dump keep msprobe's path."""
     const = stats.const
     modes = (const.STATISTICS, const.MD5)
@@ -141,7 +142,12 @@ def make_analyze_tensor(original: Callable[..., Any], stats: Statistics) -> Call
             "requires_grad": tensor.requires_grad,
         }
         if md5:
-            record[const.MD5] = values[4]
+            # Through msprobe's own CRC placeholder, already resolved: its flush appends `md5`
+            # after whatever the processor adds later (the tensor task's `data_name`), as for
+            # a CRC from its thread pool.
+            crc: Future[str | None] = Future()
+            crc.set_result(values[4])
+            record[const.MD5_INDEX] = self.data_writer.append_crc32_to_buffer(crc)
         return record
 
     return analyze_tensor
