@@ -34,6 +34,7 @@ Examples:
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
   AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a
   probelake plot divergence ./lake/bug ./lake/base   # divergence.svg and divergence.png
+  probelake cluster scheduler --bind 0.0.0.0:50050   # then executors, then --cluster HOST:PORT
 
 Exit codes: 0 success; 1 the runs differ (compare: some row is `error`; divergence: the runs
 part), as diff does; 2 an error or a usage mistake; 130 interrupted by Ctrl-C. Each command's
@@ -76,6 +77,10 @@ pub enum Command {
     Synth(cmd::synth::Args),
     /// Make two toy msprobe runs (one with a numeric bug), import them and show them.
     Demo(cmd::demo::Args),
+    /// List the committed files of a table (for Spark and other engines).
+    Files(cmd::files::Args),
+    /// Run a scheduler or an executor of a cluster (Ballista) for sql, compare and divergence.
+    Cluster(cmd::cluster::Args),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -89,7 +94,11 @@ pub fn run() -> ExitCode {
     };
     init_logging(cli.verbose);
     ignore_file_size_signal();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Deep plans recurse deeply where nothing grows the stack for them: a cluster's scheduler
+    // and executors decode a plan's protobuf recursively, and a debug build of the scheduler
+    // overflowed tokio's 2 MiB default on sql/first_divergence.sql. The stack is address space,
+    // touched only as deep as it is used.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(32 << 20).build() {
         Ok(rt) => rt,
         Err(e) => return report::error(&anyhow::Error::new(e)),
     };
@@ -111,6 +120,8 @@ pub fn run() -> ExitCode {
             Command::Vacuum(args) => cmd::vacuum::run(&ctx, args).await,
             Command::Synth(args) => cmd::synth::run(&ctx, args).await,
             Command::Demo(args) => cmd::demo::run(&ctx, args).await,
+            Command::Files(args) => cmd::files::run(&ctx, args).await,
+            Command::Cluster(args) => cmd::cluster::run(&ctx, args).await,
         }
     };
     // Ctrl-C drops the command's future: what it was writing through an `OutputTree` (export,

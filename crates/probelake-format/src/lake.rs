@@ -180,12 +180,14 @@ pub struct Lake {
     display: String,
     multipart_threshold: usize,
     local_dir: Option<std::path::PathBuf>,
+    /// See [`Lake::store_location`].
+    location: Option<(String, Path)>,
 }
 
 impl Lake {
     /// A dataset at `root` inside `store`; `display` names it in messages (a URL without secrets).
     pub fn new(store: Arc<dyn ObjectStore>, root: Path, display: impl Into<String>) -> Self {
-        Lake { store, root, display: display.into(), multipart_threshold: usize::MAX, local_dir: None }
+        Lake { store, root, display: display.into(), multipart_threshold: usize::MAX, local_dir: None, location: None }
     }
 
     /// Uploads files of at least `bytes` in parts (clamped to S3's 5 MiB minimum part size), so a
@@ -215,6 +217,7 @@ impl Lake {
             .map_err(|e| FormatError::store(abs.display(), e))?
             .with_automatic_cleanup(true);
         let mut lake = Lake::new(Arc::new(store), Path::default(), dir.display().to_string());
+        lake.location = Path::from_absolute_path(&abs).ok().map(|root| ("file:///".to_string(), root));
         lake.local_dir = Some(abs);
         Ok(lake)
     }
@@ -222,6 +225,28 @@ impl Lake {
     /// The dataset's folder (canonical) when it is a local one.
     pub fn local_dir(&self) -> Option<&std::path::Path> {
         self.local_dir.as_deref()
+    }
+
+    /// Where the dataset is as any process can name it: the URL of a store's root (`file:///`,
+    /// `s3://bucket`) and the dataset's prefix in that store. A plan run by other processes (a
+    /// cluster) names files this way, and each process opens the store from the URL and its
+    /// own environment. `None` for a dataset made from a store handed in ([`Lake::new`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let lake = probelake_format::Lake::local(dir.path()).unwrap();
+    /// let (url, root) = lake.store_location().unwrap();
+    /// assert_eq!(url, "file:///");
+    /// assert!(dir.path().canonicalize().unwrap().ends_with(root.as_ref()));
+    /// ```
+    pub fn store_location(&self) -> Option<(&str, &Path)> {
+        self.location.as_ref().map(|(url, root)| (url.as_str(), root))
+    }
+
+    /// Sets [`Lake::store_location`]: the dataset is at `root` in the store at `url`.
+    pub fn with_store_location(mut self, url: impl Into<String>, root: Path) -> Self {
+        self.location = Some((url.into(), root));
+        self
     }
 
     /// The store.

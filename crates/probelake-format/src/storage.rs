@@ -202,7 +202,10 @@ fn open_s3(scheme: &str, rest: &str, options: &StorageOptions) -> Result<Lake> {
         location: display.clone(),
         message: format!("cannot configure S3 access: {}", redact(&e.to_string())),
     })?;
-    Ok(Lake::new(Arc::new(store), root, display).with_multipart_threshold(options.multipart_threshold))
+    let location = format!("{scheme}://{bucket}");
+    Ok(Lake::new(Arc::new(store), root.clone(), display)
+        .with_store_location(location, root)
+        .with_multipart_threshold(options.multipart_threshold))
 }
 
 fn seconds(d: Duration) -> String {

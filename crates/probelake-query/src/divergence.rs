@@ -45,15 +45,27 @@ pub fn first_divergence_sql(threshold: f64) -> Result<String> {
 /// A session with the runs `target` and `golden` holding exactly the paired units, each
 /// golden unit under its target unit's key.
 pub async fn divergence_session(target: &Lake, golden: &Lake, pairs: &[UnitPair<'_>]) -> Result<RunSession> {
+    divergence_session_on(target, golden, pairs, &crate::LocalEngine).await
+}
+
+/// [`divergence_session`] with plans run by `engine` (a cluster: the query and the module
+/// chains' lookups run there; the chains are put together here).
+pub async fn divergence_session_on(
+    target: &Lake,
+    golden: &Lake,
+    pairs: &[UnitPair<'_>],
+    engine: &dyn crate::Engine,
+) -> Result<RunSession> {
     let target_units: Vec<CommitRecord> = pairs.iter().map(|p| p.target.clone()).collect();
     let golden_units: Vec<CommitRecord> =
         pairs.iter().map(|p| CommitRecord { unit: p.target.unit.clone(), ..p.golden.clone() }).collect();
-    RunSession::open(
+    RunSession::open_on(
         vec![
             Run::new("target", target.clone()).with_units(target_units),
             Run::new("golden", golden.clone()).with_units(golden_units),
         ],
         false,
+        engine,
     )
     .await
 }

@@ -37,4 +37,4 @@ pub mod udf;
 
 pub use datafusion;
 pub use error::{QueryError, Result};
-pub use session::{check_run_name, Run, RunSession, RunSummary};
+pub use session::{check_run_name, Engine, LocalEngine, Run, RunSession, RunSummary};

@@ -16,6 +16,7 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{DataFrame, SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
@@ -66,6 +67,35 @@ pub struct RunSummary {
     pub files: Vec<(Table, usize)>,
 }
 
+/// Where a session's plans run: in this process ([`LocalEngine`]), or on a cluster (the
+/// `probelake-cluster` crate's Ballista engine). Every session is built the same way over
+/// either: the same configuration, functions and tables; the engine supplies the state it
+/// starts from.
+pub trait Engine: std::fmt::Debug + Send + Sync {
+    /// The state a session starts from, for `config` (the session's settings). The session
+    /// registers probelake's functions and its runs' tables into it afterwards.
+    fn state(&self, config: SessionConfig) -> Result<SessionState>;
+
+    /// Whether plans run in other processes. Their scans then name each dataset's store by
+    /// its location ([`Lake::store_location`]: `file:///`, `s3://bucket`), which every process can
+    /// open, rather than by a name only this session knows.
+    fn is_remote(&self) -> bool;
+}
+
+/// Plans run in this process, on its cores: DataFusion as it comes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalEngine;
+
+impl Engine for LocalEngine {
+    fn state(&self, config: SessionConfig) -> Result<SessionState> {
+        Ok(SessionStateBuilder::new().with_config(config).with_default_features().build())
+    }
+
+    fn is_remote(&self) -> bool {
+        false
+    }
+}
+
 /// A SQL session over runs; read-only unless built with writes allowed.
 pub struct RunSession {
     ctx: SessionContext,
@@ -101,6 +131,11 @@ pub fn check_run_name(name: &str) -> Result<()> {
 impl RunSession {
     /// Registers every run (only committed units are listed); the first is the default schema.
     pub async fn open(runs: Vec<Run>, allow_write: bool) -> Result<Self> {
+        Self::open_on(runs, allow_write, &LocalEngine).await
+    }
+
+    /// [`RunSession::open`] with plans run by `engine`.
+    pub async fn open_on(runs: Vec<Run>, allow_write: bool, engine: &dyn Engine) -> Result<Self> {
         let default_schema = runs.first().map_or("public".to_string(), |r| r.name.clone());
         let config = SessionConfig::new()
             .with_information_schema(true)
@@ -111,7 +146,8 @@ impl RunSession {
             // probelake writes no bloom filters. `SET` turns either back on for a query.
             .set_bool("datafusion.execution.parquet.enable_page_index", false)
             .set_bool("datafusion.execution.parquet.bloom_filter_on_read", false);
-        let ctx = SessionContext::new_with_config(config);
+        // Functions after the engine's state: a Ballista state is rebuilt with Ballista's list.
+        let ctx = SessionContext::new_with_state(engine.state(config)?);
         for f in crate::udf::functions() {
             ctx.register_udf(f.as_ref().clone());
         }
@@ -133,7 +169,14 @@ impl RunSession {
             let schema = Arc::new(MemorySchemaProvider::new());
             let mut files = Vec::new();
             for table in Table::ALL {
-                let provider = LakeTable::new(&run.lake, url.clone(), table, &units);
+                let provider = if engine.is_remote() {
+                    LakeTable::shared(&run.lake, table, &units).ok_or_else(|| QueryError::Argument(format!(
+                        "{}: a cluster reads datasets by path or s3:// URL; this one has neither",
+                        run.lake.display()
+                    )))??
+                } else {
+                    LakeTable::new(&run.lake, url.clone(), table, &units)
+                };
                 files.push((table, provider.file_count()));
                 schema.register_table(table.name().to_string(), Arc::new(provider))?;
             }

@@ -20,7 +20,8 @@ use datafusion::datasource::listing::helpers::{expr_applicable_for_cols, filter_
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
 use datafusion::datasource::{TableProvider, TableType};
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
+use serde::{Deserialize, Serialize};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
@@ -36,12 +37,39 @@ use probelake_format::{CommitRecord, Lake, Table};
 /// One table (`dump`, `stack`, …) of one run.
 #[derive(Debug)]
 pub struct LakeTable {
-    table: Table,
+    listing: Listing,
     file_schema: SchemaRef,
     partition_fields: Vec<FieldRef>,
     schema: SchemaRef,
     store_url: ObjectStoreUrl,
     files: Vec<CommittedFile>,
+}
+
+/// What a [`LakeTable`] is made of, and all a plan sent to another process carries of it
+/// ([`LakeTable::to_bytes`]): the committed files as the client listed them, so every process
+/// reads the same snapshot of the dataset, whatever is committed meanwhile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Listing {
+    table: Table,
+    /// The store the locations are in, as an `ObjectStoreUrl` (`probelake://run0`, `file:///`,
+    /// `s3://bucket`).
+    store_url: String,
+    /// Added to every file's modification time; see [`LakeTable::new`].
+    stamp_nanos: u64,
+    files: Vec<ListedFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ListedFile {
+    /// Object path in the store, percent-encoded as stored.
+    location: String,
+    bytes: u64,
+    rows: u64,
+    step: i64,
+    stage: String,
+    rank: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    api: Option<String>,
 }
 
 /// A committed file as a scan needs it. Its statistics are built only when a scan keeps the
@@ -56,45 +84,101 @@ struct CommittedFile {
 }
 
 impl LakeTable {
-    /// The committed files of `table` in `units`, read through the store at `store_url`.
+    /// The committed files of `table` in `units`, read through the store at `store_url`, which
+    /// holds the dataset at [`Lake::root`].
     pub fn new(lake: &Lake, store_url: ObjectStoreUrl, table: Table, units: &[CommitRecord]) -> Self {
+        Self::listed(lake.root(), store_url, table, units)
+    }
+
+    /// The committed files of `table` in `units`, located as every process names them
+    /// ([`Lake::store_location`]: `file:///` and the folder's absolute path, `s3://bucket` and the
+    /// prefix), for plans that run in other processes; `None` for a dataset without such a
+    /// location (one made from a store handed in).
+    pub fn shared(lake: &Lake, table: Table, units: &[CommitRecord]) -> Option<Result<Self>> {
+        let (url, root) = lake.store_location()?;
+        Some(ObjectStoreUrl::parse(url).map(|url| Self::listed(root, url, table, units)))
+    }
+
+    fn listed(root: &object_store::path::Path, store_url: ObjectStoreUrl, table: Table, units: &[CommitRecord]) -> Self {
+        // DataFusion caches Parquet footers by object path and checks an entry by size and
+        // modification time only. Two runs with files of the same relative path and size (a
+        // copied dataset) would share one footer, and a damaged file of one be read with the
+        // other's; a modification time of the run's own keeps their entries apart.
+        let stamp_nanos = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            store_url.as_str().hash(&mut h);
+            root.as_ref().hash(&mut h);
+            h.finish() >> 8
+        };
+        let mut files = Vec::new();
+        for record in units {
+            for file in record.files_of(table) {
+                files.push(ListedFile {
+                    location: child(root, &file.path).as_ref().to_string(),
+                    bytes: file.bytes,
+                    rows: file.rows,
+                    step: record.unit.step,
+                    stage: record.unit.stage.clone(),
+                    rank: record.unit.rank,
+                    api: table.has_api_partition().then(|| file.api.clone().unwrap_or_default()),
+                });
+            }
+        }
+        Self::from_listing(Listing { table, store_url: store_url.as_str().to_string(), stamp_nanos, files }, store_url)
+    }
+
+    fn from_listing(listing: Listing, store_url: ObjectStoreUrl) -> Self {
+        let table = listing.table;
         let file_schema = schema_of(table);
         let partition_fields: Vec<FieldRef> =
             partition_columns(table).into_iter().map(|(name, ty)| Arc::new(Field::new(name, ty, false))).collect();
         let mut fields: Vec<FieldRef> = file_schema.fields().iter().cloned().collect();
         fields.extend(partition_fields.iter().cloned());
         let schema = Arc::new(Schema::new(fields));
-        // DataFusion caches Parquet footers by object path and checks an entry by size and
-        // modification time only. Two runs with files of the same relative path and size (a
-        // copied dataset) would share one footer, and a damaged file of one be read with the
-        // other's; a modification time of the run's own keeps their entries apart.
-        let run_stamp = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            store_url.as_str().hash(&mut h);
-            std::time::Duration::from_nanos(h.finish() >> 8)
-        };
-        let mut files = Vec::new();
-        for record in units {
-            for file in record.files_of(table) {
-                let location = child(lake.root(), &file.path);
+        let stamp = std::time::Duration::from_nanos(listing.stamp_nanos);
+        let files = listing
+            .files
+            .iter()
+            .map(|f| {
                 let mut values = vec![
-                    ScalarValue::Int64(Some(record.unit.step)),
-                    ScalarValue::Utf8(Some(record.unit.stage.clone())),
-                    ScalarValue::Int64(Some(record.unit.rank)),
+                    ScalarValue::Int64(Some(f.step)),
+                    ScalarValue::Utf8(Some(f.stage.clone())),
+                    ScalarValue::Int64(Some(f.rank)),
                 ];
-                if table.has_api_partition() {
-                    values.push(ScalarValue::Utf8(Some(file.api.clone().unwrap_or_default())));
+                if let Some(api) = &f.api {
+                    values.push(ScalarValue::Utf8(Some(api.clone())));
                 }
                 // The location is set as a `Path`, never re-parsed from a string: `Path::from(&str)`
                 // would percent-encode the `%` of an encoded stage (`a%20b`) a second time.
-                let mut pf = PartitionedFile::new(String::new(), file.bytes).with_partition_values(values);
-                pf.object_meta.location = location;
-                pf.object_meta.last_modified += run_stamp;
-                files.push(CommittedFile { file: pf, rows: file.rows });
-            }
-        }
-        LakeTable { table, file_schema, partition_fields, schema, store_url, files }
+                let mut pf = PartitionedFile::new(String::new(), f.bytes).with_partition_values(values);
+                pf.object_meta.location = object_store::path::Path::parse(&f.location)
+                    .unwrap_or_else(|_| f.location.split('/').collect());
+                pf.object_meta.last_modified += stamp;
+                CommittedFile { file: pf, rows: f.rows }
+            })
+            .collect();
+        LakeTable { listing, file_schema, partition_fields, schema, store_url, files }
+    }
+
+    /// The table as a plan carries it to another process: its committed files (locations,
+    /// sizes, rows, partition values) and its store's URL, as JSON. The other process reads
+    /// exactly these files ([`LakeTable::from_bytes`]), however the dataset changed meanwhile.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        serde_json::to_vec(&self.listing).map_err(|e| DataFusionError::Internal(format!("a probelake table as JSON: {e}")))
+    }
+
+    /// The table [`LakeTable::to_bytes`] wrote.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let listing: Listing = serde_json::from_slice(bytes)
+            .map_err(|e| DataFusionError::Internal(format!("not a probelake table in this plan: {e}")))?;
+        let url = ObjectStoreUrl::parse(&listing.store_url)?;
+        Ok(Self::from_listing(listing, url))
+    }
+
+    /// The table's name (`dump`, `stack`, …).
+    pub fn table(&self) -> Table {
+        self.listing.table
     }
 
     /// How many files the table has.
@@ -129,7 +213,7 @@ impl LakeTable {
     /// partition values with at most one file per value; DataFusion checks that against each
     /// file's statistics ([`file_statistics`]) and drops the ordering where it does not hold.
     fn scan_ordering(&self) -> Vec<LexOrdering> {
-        let in_file: &[&str] = match self.table {
+        let in_file: &[&str] = match self.listing.table {
             Table::Dump => &["seq", "leaf"],
             Table::Construct => &["seq"],
             Table::Stack => &["group"],

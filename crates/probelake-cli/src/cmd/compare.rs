@@ -64,6 +64,9 @@ pub struct Args {
     /// Which units are compared with which.
     #[command(flatten)]
     pub units: UnitArgs,
+    /// Where the queries run.
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterArg,
 }
 
 fn after_help() -> String {
@@ -71,6 +74,11 @@ fn after_help() -> String {
         "\
 TARGET (the NPU side) and GOLDEN (the bench side) are datasets, or msprobe dump folders /
 dump.json files, which are imported into a temporary dataset first.
+
+With --cluster HOST:PORT each unit pair's queries (both sides' leaves, their dump files, the
+join) run on a probelake cluster (docs/cluster.md); the rows, cells and files are made here,
+and msprobe folders given as TARGET or GOLDEN are imported here first, into a temporary
+dataset that only executors on this machine can read.
 
 {PAIRING_HELP}
 The output is msprobe 26.2's table, cell for cell, named as msprobe names it:
@@ -113,7 +121,9 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let pairing = pair(ctx, &runs, &choice)?;
     let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
     let target_is_file = runs.target_is_file();
-    let comparison = Arc::new(Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }));
+    let engine = args.cluster.engine()?;
+    let comparison =
+        Arc::new(Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }).with_engine(engine));
     let mut sink = files.map(|format| ResultFiles::new(&args.output, format, needs_folders(pairs), local_timestamp()));
     let mut tables = Vec::new();
     // Counted in the target's dump.json bytes, as import and export count.

@@ -80,7 +80,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     // The canned query is shipped in the binary, so the demo runs anywhere.
     let query = probelake_query::divergence::first_divergence_sql(0.0)?;
     let specs = [format!("target={}", bug.display()), format!("golden={}", base.display())];
-    let session = super::sql::open_runs(&specs, None, false, &ctx.storage).await?;
+    let session = super::sql::open_runs(&specs, None, false, &ctx.storage, &probelake_query::LocalEngine).await?;
     let batches = session.collect(&query).await.context("running sql/first_divergence.sql")?;
     println!(
         "\nfirst divergence of attnbug from base, per (step, stage, rank) (sql/first_divergence.sql, threshold 0):"

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use probelake_query::compare::inputs::RunPair;
 use probelake_query::datafusion::arrow::array::RecordBatch;
-use probelake_query::divergence::{divergence_session, first_divergence};
+use probelake_query::divergence::{divergence_session_on, first_divergence};
 
 use super::Context;
 use crate::output::{write_batches, write_batches_to_file, OutputFormat};
@@ -31,6 +31,9 @@ pub struct Args {
     /// Which units are compared with which.
     #[command(flatten)]
     pub units: UnitArgs,
+    /// Where the query runs.
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterArg,
 }
 
 fn after_help() -> String {
@@ -42,6 +45,9 @@ difference of any size), with the statistics on both sides and the chain of modu
 (from construct.json; empty for L1 dumps). msprobe does this per step folder of one stage; this
 does all pairs at once. It is sql/first_divergence.sql, with each golden unit shown under its
 target unit's key: the step, stage and rank of a row are the target's.
+
+With --cluster HOST:PORT the query and the module chains' lookups run on a probelake cluster
+(docs/cluster.md); pairing the units and joining the chains happen here.
 
 {PAIRING_HELP}
 Exit code: 0 when the runs never part, 1 when they do, 2 on errors.
@@ -64,7 +70,9 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let choice = args.units.choice()?;
     let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
     let pairing = pair(ctx, &runs, &choice)?;
-    let session = divergence_session(&runs.target.lake, &runs.golden.lake, &pairing.pairs).await?;
+    let engine = args.cluster.engine()?;
+    let session =
+        divergence_session_on(&runs.target.lake, &runs.golden.lake, &pairing.pairs, engine.as_ref()).await?;
     let found = first_divergence(&session, args.threshold).await.context("running the first-divergence query");
     let (schema, mut batches) = crate::damage::naming_damage(found, &session).await?;
     let found: usize = batches.iter().map(RecordBatch::num_rows).sum();

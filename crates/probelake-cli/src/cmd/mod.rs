@@ -1,9 +1,11 @@
 //! One module per subcommand: its arguments and its `run`.
 
+pub mod cluster;
 pub mod compare;
 pub mod demo;
 pub mod divergence;
 pub mod export;
+pub mod files;
 pub mod import;
 pub mod info;
 pub mod plot;

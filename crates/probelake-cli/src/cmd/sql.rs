@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use probelake_query::datafusion::arrow::record_batch::RecordBatch;
-use probelake_query::{Run, RunSession};
+use probelake_query::{Engine, Run, RunSession};
 
 use super::Context;
 use crate::damage::naming_damage;
@@ -23,6 +23,9 @@ is also the default schema. Partition columns: step BIGINT, stage VARCHAR, rank 
 VARCHAR (dump, tensor). msprobe functions: rel_err, is_finite_stats, shape_numel, item_slot
 (docs/sql.md). Only committed units are visible. Without -c or -f, an interactive prompt opens
 (\\d lists tables, \\d TABLE describes one, \\runs lists runs, \\q quits).
+
+With --cluster HOST:PORT the statements run on a probelake cluster (docs/cluster.md), with the
+same results; the interactive prompt's \\d needs the local engine.
 
 Exit code: 0 when every statement ran; 2 when one fails (the statements after it do not run)
 or a run cannot be opened; 130 when interrupted by Ctrl-C. At the interactive prompt a failed statement is reported and the prompt goes on; leaving
@@ -57,6 +60,9 @@ pub struct Args {
     /// Allow statements that write (COPY, INSERT, CREATE EXTERNAL TABLE) or read other files.
     #[arg(long)]
     pub allow_write: bool,
+    /// Where the queries run.
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterArg,
 }
 
 /// Turns a folder name into a schema name.
@@ -76,6 +82,7 @@ pub async fn open_runs(
     bare: Option<&str>,
     allow_write: bool,
     storage: &StorageOptions,
+    engine: &dyn Engine,
 ) -> anyhow::Result<RunSession> {
     let mut runs = Vec::new();
     if let Some(path) = bare {
@@ -90,7 +97,7 @@ pub async fn open_runs(
     if runs.is_empty() {
         bail!("no dataset given: pass a path, or --run NAME=PATH (repeatable)");
     }
-    Ok(RunSession::open(runs, allow_write).await?)
+    Ok(RunSession::open_on(runs, allow_write, engine).await?)
 }
 
 impl Args {
@@ -106,7 +113,9 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if args.format == OutputFormat::Parquet && args.output.is_none() {
         bail!("--format parquet writes a file: add -o FILE");
     }
-    let session = open_runs(&args.runs, args.dataset.as_deref(), args.allow_write, &ctx.storage).await?;
+    let engine = args.cluster.engine()?;
+    let session =
+        open_runs(&args.runs, args.dataset.as_deref(), args.allow_write, &ctx.storage, engine.as_ref()).await?;
     let mut scripts: Vec<(String, String)> = args.commands.iter().map(|c| ("-c".to_string(), c.clone())).collect();
     for file in &args.files {
         let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;

@@ -43,12 +43,13 @@ mod typed;
 pub mod xlsx;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::error::DataFusionError;
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
 
-use crate::session::{Run, RunSession};
+use crate::session::{Engine, LocalEngine, Run, RunSession};
 use crate::QueryError;
 
 pub use self::cells::{Row, Rows};
@@ -252,12 +253,23 @@ pub struct Comparison {
     golden: Lake,
     opts: CompareOptions,
     plans: PreparedPlans,
+    engine: Arc<dyn Engine>,
 }
 
 impl Comparison {
     /// The comparison of `target` (NPU side) with `golden` (bench side).
     pub fn new(target: Lake, golden: Lake, opts: CompareOptions) -> Self {
-        Comparison { target, golden, opts, plans: PreparedPlans::default() }
+        Comparison { target, golden, opts, plans: PreparedPlans::default(), engine: Arc::new(LocalEngine) }
+    }
+
+    /// The comparison with its plans run by `engine`. On a cluster each unit pair's four
+    /// queries (both sides' leaves, their dump files, the join) run there as jobs of their own,
+    /// planned anew for every pair; the rows and cells are built here, as locally.
+    pub fn with_engine(mut self, engine: Arc<dyn Engine>) -> Self {
+        // A remote plan is one node that holds the job, not scans to point at other files.
+        self.plans = if engine.is_remote() { PreparedPlans::never_kept() } else { PreparedPlans::default() };
+        self.engine = engine;
+        self
     }
 
     /// How many unit pairs so far needed plans of their own (pairs of one shape share them).
@@ -283,7 +295,7 @@ impl Comparison {
         ];
         // The dump files' context (tasks, stacks) does not depend on the plan: it is read beside it.
         let context = SpawnedTask::spawn(read_contexts(target.clone(), t.clone(), golden.clone(), g.clone()));
-        let session = RunSession::open(runs, false).await?;
+        let session = RunSession::open_on(runs, false, self.engine.as_ref()).await?;
         {
             let state = session.context().state_ref();
             let mut state = state.write();

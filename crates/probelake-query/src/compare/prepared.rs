@@ -108,9 +108,15 @@ impl PlanHandle {
 pub(crate) struct PreparedPlans {
     by_shape: Mutex<HashMap<Shape, Vec<Arc<dyn ExecutionPlan>>>>,
     planned: AtomicUsize,
+    never_keep: bool,
 }
 
 impl PreparedPlans {
+    /// Plans that are never kept: every pair is planned from SQL.
+    pub(crate) fn never_kept() -> Self {
+        PreparedPlans { never_keep: true, ..Default::default() }
+    }
+
     /// The physical plans of `sqls` for the pair whose files are `files`, in `session` (a
     /// session over that pair alone): re-bound from a kept plan of the same shape, or being
     /// planned, each to be awaited on its own. Plans are kept by shape alone, so `sqls` must be
@@ -139,7 +145,7 @@ impl PreparedPlans {
     /// shape (when none are kept for it yet and they read exactly its files). Plans that ran
     /// are kept reset: a plan holds its state (a join's build side) until then.
     pub(crate) fn keep(&self, files: &PairFiles, plans: &[Arc<dyn ExecutionPlan>]) {
-        if !reads_exactly(plans, files) {
+        if self.never_keep || !reads_exactly(plans, files) {
             return;
         }
         let fresh = plans.iter().map(|p| reset_plan_states(Arc::clone(p))).collect::<Result<Vec<_>, _>>();

@@ -1,0 +1,43 @@
+//! The functions every cluster process knows: DataFusion's (as Ballista lists them) and
+//! probelake's.
+
+use std::sync::Arc;
+
+use ballista_core::registry::BallistaFunctionRegistry;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::prelude::SessionConfig;
+
+use crate::stores::ClusterStores;
+
+/// Ballista's function registry with probelake's functions added: executors find a plan's
+/// functions here by name.
+pub fn registry() -> BallistaFunctionRegistry {
+    let mut registry = BallistaFunctionRegistry::default();
+    for f in probelake_query::udf::functions() {
+        registry.scalar_functions.insert(f.name().to_string(), f);
+    }
+    registry
+}
+
+/// The runtime of a cluster process: DataFusion's, with stores opened by [`ClusterStores`].
+pub fn runtime(_config: &SessionConfig) -> datafusion::error::Result<Arc<RuntimeEnv>> {
+    Ok(Arc::new(RuntimeEnvBuilder::new().with_object_store_registry(Arc::new(ClusterStores::default())).build()?))
+}
+
+/// A scheduler's session for `config` (sent by the client): Ballista's default session with
+/// probelake's functions and stores, so that the client's logical plans decode and plan here.
+pub fn scheduler_session(config: SessionConfig) -> datafusion::error::Result<SessionState> {
+    let runtime = runtime(&config)?;
+    let mut functions = ballista_core::extension::ballista_scalar_functions();
+    functions.extend(probelake_query::udf::functions());
+    Ok(SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_optimizer_rules(ballista_core::optimizer::ballista_default_optimizer_rules())
+        .with_scalar_functions(functions)
+        .with_aggregate_functions(ballista_core::extension::ballista_aggregate_functions())
+        .with_window_functions(ballista_core::extension::ballista_window_functions())
+        .build())
+}
