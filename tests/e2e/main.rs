@@ -4,6 +4,8 @@
 mod bad_input;
 mod captured;
 mod cli;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod compare;
 mod compare_pairs;
 mod concurrency;

@@ -70,7 +70,8 @@ pub async fn run_executor(options: ExecutorOptions, ready: impl FnOnce(u16, u16)
     }
     let work_dir = match &options.work_dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| ClusterError::Io { path: dir.display().to_string(), source: e })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| ClusterError::Io { path: dir.display().to_string(), source: e })?;
             Some(dir.display().to_string())
         }
         None => None,

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ballista_scheduler::cluster::BallistaCluster;
-use ballista_scheduler::config::SchedulerConfig;
+use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
@@ -55,6 +55,9 @@ pub async fn run_scheduler(options: SchedulerOptions, ready: impl FnOnce(SocketA
         no_executors_grace_period_seconds: options.executor_timeout_seconds,
         expire_dead_executor_interval_seconds: options.expire_interval_seconds,
         task_max_failures: options.task_max_failures,
+        // One task per executor in turn, rather than filling the first executor's slots: the
+        // scans of a stage then read from every machine at once.
+        task_distribution: TaskDistributionPolicy::RoundRobin,
         override_session_builder: Some(Arc::new(crate::functions::scheduler_session)),
         override_logical_codec: Some(Arc::new(LakeCodec::default())),
         ..SchedulerConfig::default()

@@ -14,9 +14,9 @@ use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaPr
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::error::DataFusionError;
 use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{DataFrame, SQLOptions, SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
@@ -170,10 +170,12 @@ impl RunSession {
             let mut files = Vec::new();
             for table in Table::ALL {
                 let provider = if engine.is_remote() {
-                    LakeTable::shared(&run.lake, table, &units).ok_or_else(|| QueryError::Argument(format!(
-                        "{}: a cluster reads datasets by path or s3:// URL; this one has neither",
-                        run.lake.display()
-                    )))??
+                    LakeTable::shared(&run.lake, table, &units).ok_or_else(|| {
+                        QueryError::Argument(format!(
+                            "{}: a cluster reads datasets by path or s3:// URL; this one has neither",
+                            run.lake.display()
+                        ))
+                    })??
                 } else {
                     LakeTable::new(&run.lake, url.clone(), table, &units)
                 };

@@ -21,7 +21,6 @@ use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
-use serde::{Deserialize, Serialize};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
@@ -33,6 +32,7 @@ use datafusion_datasource::TableSchema;
 use probelake_format::layout::child;
 use probelake_format::schema::{partition_columns, schema_of};
 use probelake_format::{CommitRecord, Lake, Table};
+use serde::{Deserialize, Serialize};
 
 /// One table (`dump`, `stack`, …) of one run.
 #[derive(Debug)]
@@ -56,6 +56,8 @@ struct Listing {
     store_url: String,
     /// Added to every file's modification time; see [`LakeTable::new`].
     stamp_nanos: u64,
+    /// Whether scans declare the order rows are stored in ([`LakeTable::scan_ordering`]).
+    ordered: bool,
     files: Vec<ListedFile>,
 }
 
@@ -96,10 +98,22 @@ impl LakeTable {
     /// location (one made from a store handed in).
     pub fn shared(lake: &Lake, table: Table, units: &[CommitRecord]) -> Option<Result<Self>> {
         let (url, root) = lake.store_location()?;
-        Some(ObjectStoreUrl::parse(url).map(|url| Self::listed(root, url, table, units)))
+        // Without the stored order: Ballista 55 turns an order-preserving repartition into a
+        // shuffle that does not preserve it, yet keeps the merges planned on top of it, so an
+        // `ORDER BY step, stage, rank` came back in hash order. Sorts are then planned explicitly.
+        Some(ObjectStoreUrl::parse(url).map(|url| {
+            let mut table = Self::listed(root, url, table, units);
+            table.listing.ordered = false;
+            table
+        }))
     }
 
-    fn listed(root: &object_store::path::Path, store_url: ObjectStoreUrl, table: Table, units: &[CommitRecord]) -> Self {
+    fn listed(
+        root: &object_store::path::Path,
+        store_url: ObjectStoreUrl,
+        table: Table,
+        units: &[CommitRecord],
+    ) -> Self {
         // DataFusion caches Parquet footers by object path and checks an entry by size and
         // modification time only. Two runs with files of the same relative path and size (a
         // copied dataset) would share one footer, and a damaged file of one be read with the
@@ -125,7 +139,8 @@ impl LakeTable {
                 });
             }
         }
-        Self::from_listing(Listing { table, store_url: store_url.as_str().to_string(), stamp_nanos, files }, store_url)
+        let listing = Listing { table, store_url: store_url.as_str().to_string(), stamp_nanos, ordered: true, files };
+        Self::from_listing(listing, store_url)
     }
 
     fn from_listing(listing: Listing, store_url: ObjectStoreUrl) -> Self {
@@ -152,8 +167,8 @@ impl LakeTable {
                 // The location is set as a `Path`, never re-parsed from a string: `Path::from(&str)`
                 // would percent-encode the `%` of an encoded stage (`a%20b`) a second time.
                 let mut pf = PartitionedFile::new(String::new(), f.bytes).with_partition_values(values);
-                pf.object_meta.location = object_store::path::Path::parse(&f.location)
-                    .unwrap_or_else(|_| f.location.split('/').collect());
+                pf.object_meta.location =
+                    object_store::path::Path::parse(&f.location).unwrap_or_else(|_| f.location.split('/').collect());
                 pf.object_meta.last_modified += stamp;
                 CommittedFile { file: pf, rows: f.rows }
             })
@@ -165,7 +180,8 @@ impl LakeTable {
     /// sizes, rows, partition values) and its store's URL, as JSON. The other process reads
     /// exactly these files ([`LakeTable::from_bytes`]), however the dataset changed meanwhile.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        serde_json::to_vec(&self.listing).map_err(|e| DataFusionError::Internal(format!("a probelake table as JSON: {e}")))
+        serde_json::to_vec(&self.listing)
+            .map_err(|e| DataFusionError::Internal(format!("a probelake table as JSON: {e}")))
     }
 
     /// The table [`LakeTable::to_bytes`] wrote.
@@ -213,6 +229,9 @@ impl LakeTable {
     /// partition values with at most one file per value; DataFusion checks that against each
     /// file's statistics ([`file_statistics`]) and drops the ordering where it does not hold.
     fn scan_ordering(&self) -> Vec<LexOrdering> {
+        if !self.listing.ordered {
+            return Vec::new();
+        }
         let in_file: &[&str] = match self.listing.table {
             Table::Dump => &["seq", "leaf"],
             Table::Construct => &["seq"],

@@ -122,8 +122,9 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
     let target_is_file = runs.target_is_file();
     let engine = args.cluster.engine()?;
-    let comparison =
-        Arc::new(Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }).with_engine(engine));
+    let comparison = Arc::new(
+        Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }).with_engine(engine),
+    );
     let mut sink = files.map(|format| ResultFiles::new(&args.output, format, needs_folders(pairs), local_timestamp()));
     let mut tables = Vec::new();
     // Counted in the target's dump.json bytes, as import and export count.

@@ -189,7 +189,8 @@ pub struct DivergenceArgs {
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let (figure, output) = match args.chart {
         ChartArgs::Trend(a) => {
-            let session = open_runs(&a.runs, a.dataset.as_deref(), false, &ctx.storage, &probelake_query::LocalEngine).await?;
+            let session =
+                open_runs(&a.runs, a.dataset.as_deref(), false, &ctx.storage, &probelake_query::LocalEngine).await?;
             let subject = match (a.op, a.item) {
                 (Some(op), _) => Subject::Op(op),
                 (None, Some(item)) => Subject::Item(item),
