@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -51,63 +52,26 @@ def rel_err(t: str, g: str) -> str:
     return "(" + REL_ERR.format(t=t, g=g) + ")"
 
 
-JOIN = f"""SELECT t.step, t.stage, t.rank, t.item, t.norm, g.norm AS golden_norm,
-       {rel_err("t.norm", "g.norm")} AS rel
-FROM target_dump t JOIN golden_dump g ON t.step = g.step AND t.stage = g.stage AND t.rank = g.rank
+JOIN = """SELECT t.step, t.stage, t.rank, t.item, t.norm, g.norm AS golden_norm, rel_err(t.norm, g.norm) AS rel
+FROM target.dump t JOIN golden.dump g ON t.step = g.step AND t.stage = g.stage AND t.rank = g.rank
                                      AND t.item = g.item
 WHERE t.section = 'output' ORDER BY t.step, t.stage, t.rank, t.item"""
 
-FIRST_DIVERGENCE = f"""WITH outputs AS (
-    SELECT 'target' AS side, step, stage, rank, inner_step, pid, seq, name, op, direction, item,
-           max, min, mean, norm
-    FROM target_dump
-    WHERE section = 'output'
-      AND name NOT LIKE 'Torch.empty%' AND name NOT LIKE 'Torch.fill%' AND name NOT LIKE 'Tensor.__setitem__%'
-    UNION ALL
-    SELECT 'golden', step, stage, rank, inner_step, pid, seq, name, op, direction, item, max, min, mean, norm
-    FROM golden_dump WHERE section = 'output'
-),
-numbered AS (
-    SELECT *, dense_rank() OVER (PARTITION BY side, step, stage, rank, inner_step, pid,
-                                              CASE WHEN direction = 'backward' THEN op END
-                                 ORDER BY CASE WHEN direction = 'backward' THEN seq END) - 1 AS backward_order
-    FROM outputs
-),
-keyed AS (
-    SELECT side, step, stage, rank, inner_step, seq, name, item, max, min, mean, norm,
-           CASE WHEN direction <> 'backward' THEN item
-                WHEN name LIKE '%.backward' THEN op || '.' || CAST(backward_order AS STRING) || '.backward'
-                                                 || substr(item, length(name) + 1)
-                ELSE op || '.backward.' || CAST(backward_order AS STRING) || substr(item, length(name) + 1)
-           END AS key
-    FROM numbered
-),
-compared AS (
-    SELECT t.step, t.stage, t.rank, t.seq, t.name, t.item,
-           greatest(coalesce({rel_err("t.max", "g.max")}, 0D), coalesce({rel_err("t.min", "g.min")}, 0D),
-                    coalesce({rel_err("t.mean", "g.mean")}, 0D), coalesce({rel_err("t.norm", "g.norm")}, 0D)) AS rel_err,
-           t.max AS target_max, g.max AS golden_max, t.norm AS target_norm, g.norm AS golden_norm
-    FROM keyed t JOIN keyed g
-      ON t.step = g.step AND t.stage = g.stage AND t.rank = g.rank AND t.key = g.key
-     AND t.inner_step <=> g.inner_step
-    WHERE t.side = 'target' AND g.side = 'golden'
-),
-diverging AS (
-    SELECT c.*, row_number() OVER (PARTITION BY c.step, c.stage, c.rank ORDER BY c.seq, c.item) AS n
-    FROM compared c WHERE c.rel_err > {{threshold}}
-),
-communication AS (
-    SELECT step, stage, rank, min(seq) AS first_seq FROM target_dump
-    WHERE api IN ('Distributed', 'MintDistributed', 'communication')
-      AND (name LIKE 'Distributed.%' OR name LIKE 'MintDistributed.%' OR name LIKE 'communication.comm_func.%')
-      AND (name LIKE '%send%' OR name LIKE '%recv%' OR name LIKE '%broadcast%' OR name LIKE '%reduce%'
-           OR name LIKE '%gather%' OR name LIKE '%scatter%' OR name LIKE '%all_to_all%')
-    GROUP BY step, stage, rank
-)
-SELECT d.step, d.stage, d.rank, d.name AS first_divergence, d.item, d.rel_err, d.target_max, d.golden_max,
-       d.target_norm, d.golden_norm, coalesce(c.first_seq < d.seq, false) AS after_communication
-FROM diverging d LEFT JOIN communication c ON c.step = d.step AND c.stage = d.stage AND c.rank = d.rank
-WHERE d.n = 1 ORDER BY d.step, d.stage, d.rank"""
+
+def to_spark_sql(sql: str) -> str:
+    """probelake's SQL as Spark SQL: `rel_err` written out, `IS NOT DISTINCT FROM` as `<=>`,
+    `VARCHAR` as `STRING`, runs as the temporary views `target_dump` and `golden_dump`."""
+    sql = re.sub(
+        r"rel_err\(([\w.]+), ([\w.]+)\)", lambda m: rel_err(m.group(1), m.group(2)), sql
+    )
+    sql = sql.replace("IS NOT DISTINCT FROM", "<=>").replace("AS VARCHAR", "AS STRING")
+    return (
+        sql.replace("target.dump", "target_dump")
+        .replace("golden.dump", "golden_dump")
+        .strip()
+        .rstrip(";")
+    )
+
 
 # --- the checks ---------------------------------------------------------------------------
 
@@ -201,12 +165,7 @@ def main() -> int:
     assert count == int(want_count.splitlines()[1]), (count, want_count)
 
     runs = ["--run", f"target={target}", "--run", f"golden={golden}"]
-    probelake_join = (
-        JOIN.replace(rel_err("t.norm", "g.norm"), "rel_err(t.norm, g.norm)")
-        .replace("target_dump", "target.dump")
-        .replace("golden_dump", "golden.dump")
-    )
-    checks = [("cross-run join", JOIN, ["-c", probelake_join])]
+    checks = [("cross-run join", to_spark_sql(JOIN), ["-c", JOIN])]
     sql_file = Path(__file__).resolve().parent.parent / "sql/first_divergence.sql"
     for threshold in ("0.5", "0.0"):
         edited = sql_file.read_text().replace(
@@ -215,7 +174,7 @@ def main() -> int:
         checks.append(
             (
                 f"first divergence, threshold {threshold}",
-                FIRST_DIVERGENCE.replace("{threshold}", threshold),
+                to_spark_sql(edited),
                 ["-c", edited],
             )
         )

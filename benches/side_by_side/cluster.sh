@@ -25,20 +25,7 @@ bin="$probelake"
 data="${PROBELAKE_BENCH_DIR:-$HOME/.cache/probelake-bench/cluster}"
 layers="${CL_LAYERS:-2}" ranks="${CL_RANKS:-64}" steps="${CL_STEPS:-8}" repeats="${CL_REPEATS:-5}"
 
-wanted="layers=$layers ranks=$ranks steps=$steps"
-if [ "$(cat "$data/lake/spec.txt" 2>/dev/null)" != "$wanted" ]; then
-    log "synthesizing and importing the two runs into $data"
-    rm -rf "$data"
-    mkdir -p "$data/lake"
-    for run in golden target; do
-        bug=()
-        [ "$run" = target ] && bug=(--bug)
-        "$bin" -q synth "$data/msprobe/$run" --layers "$layers" --ranks "$ranks" --steps "$steps" "${bug[@]}" >&2
-        "$bin" -q import "$data/msprobe/$run" "$data/lake/$run" >&2
-        rm -rf "$data/msprobe/$run"
-    done
-    echo "$wanted" >"$data/lake/spec.txt"
-fi
+synth_runs "$bin" "$data" "$layers" "$ranks" "$steps"
 leaves=$("$bin" sql --run "t=$data/lake/target" --format csv -c "SELECT count(*) FROM t.dump" | tail -1)
 units=$("$bin" info "$data/lake/target" | head -1 | sed 's/.*: \([0-9]*\) unit.*/\1/')
 log "each run: $units units, $leaves leaves"

@@ -75,3 +75,27 @@ row() { # what size probelake other
     awk -v what="$1" -v size="$2" -v a="$3" -v b="$4" \
         'BEGIN { printf "| %s | %s | %.3f s | %.2f s | %.0fx |\n", what, size, a, b, b / a }'
 }
+
+# synth_runs BIN DATA LAYERS RANKS STEPS: two synthesized runs imported into
+# DATA/lake/{golden,target}, the target with the last layer's attention scale off by 1 %
+# (`synth --bug`); reused when DATA/lake/spec.txt says they were made with the same sizes.
+synth_runs() {
+    local bin=$1 data=$2 layers=$3 ranks=$4 steps=$5
+    local wanted="layers=$layers ranks=$ranks steps=$steps"
+    if [ "$(cat "$data/lake/spec.txt" 2>/dev/null)" = "$wanted" ]; then
+        log "reusing the runs in $data"
+        return
+    fi
+    log "synthesizing and importing the two runs into $data"
+    rm -rf "$data"
+    mkdir -p "$data/lake"
+    local run bug
+    for run in golden target; do
+        bug=()
+        [ "$run" = target ] && bug=(--bug)
+        "$bin" synth "$data/msprobe/$run" --layers "$layers" --ranks "$ranks" --steps "$steps" "${bug[@]}" >&2
+        "$bin" import "$data/msprobe/$run" "$data/lake/$run" >&2
+        rm -rf "$data/msprobe/$run"
+    done
+    echo "$wanted" >"$data/lake/spec.txt"
+}

@@ -37,24 +37,7 @@ log() { printf '%s\n' "$*" >&2; }
 build_probelake
 bin="$probelake"
 
-# golden, and target with the last layer's attention scale off by 1 %, imported into
-# $data/lake/{golden,target}; reused when $data/lake/spec.txt says they were made alike.
-wanted="layers=$layers ranks=$ranks steps=$steps"
-if [ "$(cat "$data/lake/spec.txt" 2>/dev/null)" != "$wanted" ]; then
-    log "synthesizing and importing the two runs into $data"
-    rm -rf "$data"
-    mkdir -p "$data/lake"
-    for run in golden target; do
-        bug=()
-        [ "$run" = target ] && bug=(--bug)
-        "$bin" synth "$data/msprobe/$run" --layers "$layers" --ranks "$ranks" --steps "$steps" "${bug[@]}" >&2
-        "$bin" import "$data/msprobe/$run" "$data/lake/$run" >&2
-        rm -rf "$data/msprobe/$run"
-    done
-    echo "$wanted" >"$data/lake/spec.txt"
-else
-    log "reusing the runs in $data"
-fi
+synth_runs "$bin" "$data" "$layers" "$ranks" "$steps"
 
 venv="$repo/.venv"
 if [ ! -x "$venv/bin/python" ]; then
