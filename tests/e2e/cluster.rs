@@ -333,3 +333,17 @@ fn a_cluster_reads_s3_datasets_with_its_own_credentials() {
     let local_runs = [format!("target={target}"), format!("golden={golden}")];
     assert_eq!(on_s3, same_sql(&local_runs, &["-c", JOIN], &cluster, &[]));
 }
+
+#[test]
+fn no_scheduler_at_the_address_is_an_error_that_says_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = dir.path().join("lake");
+    probelake_format::Lake::local(&lake).expect("an empty dataset");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    let address = format!("127.0.0.1:{port}");
+    let out = probelake(&["sql", &lake.to_string_lossy(), "-c", "SELECT 1", "--cluster", &address], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is `probelake cluster scheduler` running there?"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

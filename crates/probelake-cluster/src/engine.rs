@@ -55,6 +55,22 @@ impl Ballista {
         Ok(Ballista { url: format!("http://{rest}") })
     }
 
+    /// [`Ballista::new`], checked by connecting to the scheduler (for at most 10 s), so that
+    /// a wrong address fails before any work with an error that says what to do.
+    pub async fn connect(address: &str) -> Result<Self> {
+        let cluster = Self::new(address)?;
+        let attempt = SchedulerGrpcClient::connect(cluster.url.clone());
+        let failed = |message: String| ClusterError::Scheduler {
+            url: cluster.url.clone(),
+            message: format!("{message}; is `probelake cluster scheduler` running there?"),
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(10), attempt).await {
+            Ok(Ok(_)) => Ok(cluster),
+            Ok(Err(e)) => Err(failed(connect_error(&e))),
+            Err(_) => Err(failed("no answer within 10 s".into())),
+        }
+    }
+
     /// The scheduler's URL (`http://host:port`).
     pub fn url(&self) -> &str {
         &self.url
@@ -90,6 +106,15 @@ impl Ballista {
             other => Err(failed(format!("job {job} has not succeeded: {other:?}"))),
         }
     }
+}
+
+/// The innermost cause of a connection error ("Connection refused"), which tonic wraps twice.
+fn connect_error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// The scheduler's id of the job `plan` submitted.

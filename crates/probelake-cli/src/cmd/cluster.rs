@@ -20,22 +20,22 @@ pub struct ClusterArg {
 }
 
 impl ClusterArg {
-    /// Where the command's plans run.
-    pub fn engine(&self) -> anyhow::Result<Arc<dyn Engine>> {
+    /// Where the command's plans run (a cluster's scheduler is reached once, here).
+    pub async fn engine(&self) -> anyhow::Result<Arc<dyn Engine>> {
         match &self.cluster {
             None => Ok(Arc::new(LocalEngine)),
-            Some(address) => remote(address),
+            Some(address) => remote(address).await,
         }
     }
 }
 
 #[cfg(feature = "cluster")]
-fn remote(address: &str) -> anyhow::Result<Arc<dyn Engine>> {
-    Ok(Arc::new(probelake_cluster::Ballista::new(address)?))
+async fn remote(address: &str) -> anyhow::Result<Arc<dyn Engine>> {
+    Ok(Arc::new(probelake_cluster::Ballista::connect(address).await?))
 }
 
 #[cfg(not(feature = "cluster"))]
-fn remote(address: &str) -> anyhow::Result<Arc<dyn Engine>> {
+async fn remote(address: &str) -> anyhow::Result<Arc<dyn Engine>> {
     anyhow::bail!("--cluster {address}: this probelake was built without its `cluster` feature; build it with `cargo build --release` (the feature is on by default)")
 }
 

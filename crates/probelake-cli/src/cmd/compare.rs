@@ -121,7 +121,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let pairing = pair(ctx, &runs, &choice)?;
     let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
     let target_is_file = runs.target_is_file();
-    let engine = args.cluster.engine()?;
+    let engine = args.cluster.engine().await?;
     let comparison = Arc::new(
         Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }).with_engine(engine),
     );

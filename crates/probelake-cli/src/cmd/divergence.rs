@@ -70,7 +70,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let choice = args.units.choice()?;
     let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
     let pairing = pair(ctx, &runs, &choice)?;
-    let engine = args.cluster.engine()?;
+    let engine = args.cluster.engine().await?;
     let session = divergence_session_on(&runs.target.lake, &runs.golden.lake, &pairing.pairs, engine.as_ref()).await?;
     let found = first_divergence(&session, args.threshold).await.context("running the first-divergence query");
     let (schema, mut batches) = crate::damage::naming_damage(found, &session).await?;

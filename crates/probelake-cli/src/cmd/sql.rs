@@ -25,7 +25,7 @@ VARCHAR (dump, tensor). msprobe functions: rel_err, is_finite_stats, shape_numel
 (\\d lists tables, \\d TABLE describes one, \\runs lists runs, \\q quits).
 
 With --cluster HOST:PORT the statements run on a probelake cluster (docs/cluster.md), with the
-same results; the interactive prompt's \\d needs the local engine.
+same results.
 
 Exit code: 0 when every statement ran; 2 when one fails (the statements after it do not run)
 or a run cannot be opened; 130 when interrupted by Ctrl-C. At the interactive prompt a failed statement is reported and the prompt goes on; leaving
@@ -113,7 +113,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if args.format == OutputFormat::Parquet && args.output.is_none() {
         bail!("--format parquet writes a file: add -o FILE");
     }
-    let engine = args.cluster.engine()?;
+    let engine = args.cluster.engine().await?;
     let session =
         open_runs(&args.runs, args.dataset.as_deref(), args.allow_write, &ctx.storage, engine.as_ref()).await?;
     let mut scripts: Vec<(String, String)> = args.commands.iter().map(|c| ("-c".to_string(), c.clone())).collect();
