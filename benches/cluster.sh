@@ -6,7 +6,7 @@
 #
 #   | query | engine | median s | ratio to local |
 #
-# Standalone: benches/side_by_side/cluster.sh
+# Run: benches/cluster.sh (not one of side_by_side.sh's scripts: its table has other columns)
 # Knobs (environment): BUILD_PROFILE (release), PROBELAKE_BENCH_DIR (data, default
 # $HOME/.cache/probelake-bench/cluster; reused when made with the same sizes), CL_LAYERS (2),
 # CL_RANKS (64), CL_STEPS (8), CL_REPEATS (5).
@@ -15,7 +15,7 @@
 # against two executors with one slot each shows how a stage spreads over executors (at most
 # ~2x here); "1 executor, 2 slots" uses both cores in one process, as the local engine does.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 # shellcheck source=benches/side_by_side/common.bash
 . benches/side_by_side/common.bash
 
