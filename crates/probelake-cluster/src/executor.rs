@@ -6,8 +6,12 @@ use std::sync::Arc;
 
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
 
+use datafusion::prelude::SessionConfig;
+use probelake_format::StorageOptions;
+
 use crate::codec::LakeCodec;
 use crate::error::{ClusterError, Result};
+use crate::stores::ClusterStores;
 
 /// How an executor runs.
 #[derive(Debug, Clone)]
@@ -30,6 +34,8 @@ pub struct ExecutorOptions {
     pub slots: usize,
     /// Seconds between heartbeats to the scheduler.
     pub heartbeat_seconds: u64,
+    /// How it reaches `s3://` datasets.
+    pub storage: StorageOptions,
 }
 
 impl Default for ExecutorOptions {
@@ -44,6 +50,7 @@ impl Default for ExecutorOptions {
             work_dir: None,
             slots: std::thread::available_parallelism().map_or(1, |n| n.get()),
             heartbeat_seconds: 60,
+            storage: StorageOptions::default(),
         }
     }
 }
@@ -76,6 +83,8 @@ pub async fn run_executor(options: ExecutorOptions, ready: impl FnOnce(u16, u16)
         }
         None => None,
     };
+    // One registry for every task: stores (and their connections) are opened once.
+    let stores = Arc::new(ClusterStores::new(options.storage.clone()));
     let config = ExecutorProcessConfig {
         bind_host: options.bind_host.clone(),
         external_host: options.external_host.clone(),
@@ -88,7 +97,7 @@ pub async fn run_executor(options: ExecutorOptions, ready: impl FnOnce(u16, u16)
         work_dir,
         executor_heartbeat_interval_seconds: options.heartbeat_seconds.max(1),
         override_function_registry: Some(Arc::new(crate::functions::registry())),
-        override_runtime_producer: Some(Arc::new(crate::functions::runtime)),
+        override_runtime_producer: Some(Arc::new(move |_config: &SessionConfig| crate::functions::runtime(&stores))),
         override_logical_codec: Some(Arc::new(LakeCodec::default())),
         // Shuffle reads then open a connection each (Ballista's pool is private to its default
         // engine); see `stage` for why the default engine is wrapped.

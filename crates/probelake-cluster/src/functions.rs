@@ -20,15 +20,20 @@ pub fn registry() -> BallistaFunctionRegistry {
     registry
 }
 
-/// The runtime of a cluster process: DataFusion's, with stores opened by [`ClusterStores`].
-pub fn runtime(_config: &SessionConfig) -> datafusion::error::Result<Arc<RuntimeEnv>> {
-    Ok(Arc::new(RuntimeEnvBuilder::new().with_object_store_registry(Arc::new(ClusterStores::default())).build()?))
+/// The runtime of a cluster process: DataFusion's, with its stores opened by `stores`.
+pub fn runtime(stores: &Arc<ClusterStores>) -> datafusion::error::Result<Arc<RuntimeEnv>> {
+    let registry = Arc::clone(stores) as Arc<dyn datafusion::execution::object_store::ObjectStoreRegistry>;
+    Ok(Arc::new(RuntimeEnvBuilder::new().with_object_store_registry(registry).build()?))
 }
 
 /// A scheduler's session for `config` (sent by the client): Ballista's default session with
-/// probelake's functions and stores, so that the client's logical plans decode and plan here.
-pub fn scheduler_session(config: SessionConfig) -> datafusion::error::Result<SessionState> {
-    let runtime = runtime(&config)?;
+/// probelake's functions and the scheduler's stores, so that the client's logical plans decode
+/// and plan here.
+pub fn scheduler_session(
+    config: SessionConfig,
+    stores: &Arc<ClusterStores>,
+) -> datafusion::error::Result<SessionState> {
+    let runtime = runtime(stores)?;
     let mut functions = ballista_core::extension::ballista_scalar_functions();
     functions.extend(probelake_query::udf::functions());
     Ok(SessionStateBuilder::new()

@@ -8,8 +8,11 @@ use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
+use probelake_format::StorageOptions;
+
 use crate::codec::LakeCodec;
 use crate::error::{ClusterError, Result};
+use crate::stores::ClusterStores;
 
 /// How a scheduler runs.
 #[derive(Debug, Clone)]
@@ -25,6 +28,8 @@ pub struct SchedulerOptions {
     pub expire_interval_seconds: u64,
     /// How often a task may fail before its job fails.
     pub task_max_failures: usize,
+    /// How it reaches `s3://` datasets when planning.
+    pub storage: StorageOptions,
 }
 
 impl Default for SchedulerOptions {
@@ -35,6 +40,7 @@ impl Default for SchedulerOptions {
             executor_timeout_seconds: 180,
             expire_interval_seconds: 15,
             task_max_failures: 4,
+            storage: StorageOptions::default(),
         }
     }
 }
@@ -47,6 +53,7 @@ pub async fn run_scheduler(options: SchedulerOptions, ready: impl FnOnce(SocketA
         message: format!("cannot listen: {e}"),
     })?;
     let bound = listener.local_addr().map_err(|e| ClusterError::Io { path: options.bind.to_string(), source: e })?;
+    let stores = Arc::new(ClusterStores::new(options.storage.clone()));
     let config = SchedulerConfig {
         bind_host: bound.ip().to_string(),
         bind_port: bound.port(),
@@ -58,7 +65,7 @@ pub async fn run_scheduler(options: SchedulerOptions, ready: impl FnOnce(SocketA
         // One task per executor in turn, rather than filling the first executor's slots: the
         // scans of a stage then read from every machine at once.
         task_distribution: TaskDistributionPolicy::RoundRobin,
-        override_session_builder: Some(Arc::new(crate::functions::scheduler_session)),
+        override_session_builder: Some(Arc::new(move |config| crate::functions::scheduler_session(config, &stores))),
         override_logical_codec: Some(Arc::new(LakeCodec::default())),
         ..SchedulerConfig::default()
     };

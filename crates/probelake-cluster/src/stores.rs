@@ -2,9 +2,9 @@
 //!
 //! A plan sent to a cluster names each dataset's store by the URL of its root
 //! ([`probelake_format::Lake::store_location`]): `file:///` for local folders, `s3://bucket` for object
-//! storage. Every process opens those stores itself, with its own `AWS_*` environment (endpoint,
-//! region, credentials), the way `probelake` opens `s3://` datasets anywhere else; credentials
-//! never travel with a plan.
+//! storage. Every process opens those stores itself, with its own storage options (`--s3-*`
+//! flags, else its `AWS_*` environment: endpoint, region, credentials), the way `probelake` opens
+//! `s3://` datasets anywhere else; credentials never travel with a plan.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,10 +16,19 @@ use object_store::ObjectStore;
 use probelake_format::storage::{self, StorageOptions};
 use url::Url;
 
-/// Opens `file://` and `s3://` stores on first use, from the environment, and keeps them.
+/// Opens `file://` and `s3://` stores on first use, with the process's storage options (its
+/// `--s3-*` flags, else its `AWS_*` environment), and keeps them.
 #[derive(Debug, Default)]
 pub struct ClusterStores {
+    options: StorageOptions,
     opened: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl ClusterStores {
+    /// Stores opened with `options`.
+    pub fn new(options: StorageOptions) -> Self {
+        ClusterStores { options, opened: Mutex::default() }
+    }
 }
 
 fn key(url: &Url) -> String {
@@ -48,8 +57,7 @@ impl ObjectStoreRegistry for ClusterStores {
         let store: Arc<dyn ObjectStore> = match url.scheme() {
             "file" => Arc::new(LocalFileSystem::new()),
             "s3" | "s3a" => {
-                let lake = storage::open(&key, &StorageOptions::from_env())
-                    .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                let lake = storage::open(&key, &self.options).map_err(|e| DataFusionError::Execution(e.to_string()))?;
                 Arc::clone(lake.store())
             }
             other => {

@@ -101,7 +101,8 @@ pub struct SchedulerArgs {
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Prints `executor ready: flight port F, grpc port G` on stdout, registers with the scheduler,
-then runs until stopped. Tasks read datasets with this process's AWS_* environment.
+then runs until stopped. Tasks read s3:// datasets with this process's --s3-* flags, else its
+AWS_* environment.
 
 Exit code: runs until stopped (Ctrl-C: 130); 2 when it cannot start or reach the scheduler.
 
@@ -135,10 +136,10 @@ pub struct ExecutorArgs {
 }
 
 /// Runs the process until it stops.
-pub async fn run(_ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
+pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     match args.role {
-        Role::Scheduler(args) => scheduler(args).await,
-        Role::Executor(args) => executor(args).await,
+        Role::Scheduler(args) => scheduler(ctx, args).await,
+        Role::Executor(args) => executor(ctx, args).await,
     }
 }
 
@@ -152,7 +153,7 @@ fn socket_address(text: &str, what: &str) -> anyhow::Result<std::net::SocketAddr
 }
 
 #[cfg(feature = "cluster")]
-async fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
+async fn scheduler(ctx: &Context, args: SchedulerArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write as _;
     let options = probelake_cluster::SchedulerOptions {
         bind: socket_address(&args.bind, "--bind")?,
@@ -160,6 +161,7 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
         executor_timeout_seconds: args.executor_timeout.max(1),
         expire_interval_seconds: args.executor_timeout.clamp(1, 15),
         task_max_failures: args.task_max_failures.max(1),
+        storage: ctx.storage.clone(),
     };
     probelake_cluster::run_scheduler(options, |bound| {
         println!("scheduler listening on {bound}");
@@ -170,7 +172,7 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(feature = "cluster")]
-async fn executor(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
+async fn executor(ctx: &Context, args: ExecutorArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write as _;
     let scheduler = socket_address(&args.scheduler, "--scheduler")?;
     let mut options = probelake_cluster::ExecutorOptions {
@@ -182,6 +184,7 @@ async fn executor(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
         grpc_port: args.grpc_port,
         work_dir: args.work_dir,
         heartbeat_seconds: args.heartbeat.max(1),
+        storage: ctx.storage.clone(),
         ..Default::default()
     };
     if let Some(slots) = args.slots {
@@ -196,11 +199,11 @@ async fn executor(args: ExecutorArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(not(feature = "cluster"))]
-async fn scheduler(_args: SchedulerArgs) -> anyhow::Result<ExitCode> {
+async fn scheduler(_ctx: &Context, _args: SchedulerArgs) -> anyhow::Result<ExitCode> {
     anyhow::bail!("this probelake was built without its `cluster` feature (on by default)")
 }
 
 #[cfg(not(feature = "cluster"))]
-async fn executor(_args: ExecutorArgs) -> anyhow::Result<ExitCode> {
+async fn executor(_ctx: &Context, _args: ExecutorArgs) -> anyhow::Result<ExitCode> {
     anyhow::bail!("this probelake was built without its `cluster` feature (on by default)")
 }
