@@ -21,7 +21,7 @@ struct Cluster {
     /// `127.0.0.1:PORT` of the scheduler.
     address: String,
     log: PathBuf,
-    _work: tempfile::TempDir,
+    work: tempfile::TempDir,
 }
 
 /// The first line `child` prints, which its command prints once it listens.
@@ -50,7 +50,7 @@ impl Cluster {
         let ready = first_line(&mut scheduler, "the scheduler");
         let address = ready.rsplit(' ').next().unwrap_or_default().to_string();
         assert!(ready.starts_with("scheduler listening on 127.0.0.1:"), "{ready}");
-        let mut cluster = Cluster { scheduler, executors: Vec::new(), address, log, _work: work };
+        let mut cluster = Cluster { scheduler, executors: Vec::new(), address, log, work };
         for i in 0..executors {
             cluster.add_executor(i, env);
         }
@@ -64,7 +64,7 @@ impl Cluster {
     }
 
     fn add_executor(&mut self, i: usize, env: &[(&'static str, String)]) {
-        let work_dir = self._work.path().join(format!("executor{i}"));
+        let work_dir = self.work.path().join(format!("executor{i}"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_probelake"));
         command
             .args(["cluster", "executor", "--scheduler", &self.address, "--bind-host", "127.0.0.1"])
