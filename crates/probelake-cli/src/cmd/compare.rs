@@ -116,12 +116,13 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         CompareFormat::Parquet => Some(ResultFormat::Parquet),
     };
     let choice = args.units.choice()?;
+    // The scheduler first: an unreachable one fails before msprobe folders are imported.
+    let engine = args.cluster.engine().await?;
     let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
     let (target, golden) = (&runs.target, &runs.golden);
     let pairing = pair(ctx, &runs, &choice)?;
     let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
     let target_is_file = runs.target_is_file();
-    let engine = args.cluster.engine().await?;
     let comparison = Arc::new(
         Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }).with_engine(engine),
     );

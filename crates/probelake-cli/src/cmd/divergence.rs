@@ -68,9 +68,10 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--threshold {}: give a finite number ≥ 0 (0.5 is msprobe's rule)", args.threshold);
     }
     let choice = args.units.choice()?;
+    // The scheduler first: an unreachable one fails before msprobe folders are imported.
+    let engine = args.cluster.engine().await?;
     let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
     let pairing = pair(ctx, &runs, &choice)?;
-    let engine = args.cluster.engine().await?;
     let session = divergence_session_on(&runs.target.lake, &runs.golden.lake, &pairing.pairs, engine.as_ref()).await?;
     let found = first_divergence(&session, args.threshold).await.context("running the first-divergence query");
     let (schema, mut batches) = crate::damage::naming_damage(found, &session).await?;
