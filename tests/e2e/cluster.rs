@@ -12,6 +12,7 @@ use probelake_cluster::Ballista;
 use probelake_query::{Run, RunSession};
 use probelake_synth::{write_run, SynthSpec};
 
+use crate::fixtures::files_below;
 use crate::moto::{with_only, Moto};
 
 /// A scheduler and its executors, each a process of its own.
@@ -150,24 +151,17 @@ fn same_sql(runs: &[String], sql_args: &[&str], cluster: &Cluster, env: &[(&'sta
     local
 }
 
+/// Every file below `dir` with its bytes, by relative path; `compare_result_…_{timestamp}.csv`
+/// without the timestamp, which is the run's.
 fn sorted_tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let name = path.strip_prefix(dir).expect("inside").to_string_lossy().into_owned();
-                // compare_result_…_{timestamp}.csv: the timestamp is the run's.
-                let name = name.trim_end_matches(".csv").trim_end_matches(|c: char| c.is_ascii_digit()).to_string();
-                files.push((name, std::fs::read(&path).expect("read")));
-            }
-        }
-    }
-    files.sort();
-    files
+    files_below(dir)
+        .into_iter()
+        .map(|rel| {
+            let name = rel.to_string_lossy();
+            let name = name.trim_end_matches(".csv").trim_end_matches(|c: char| c.is_ascii_digit()).to_string();
+            (name, std::fs::read(dir.join(&rel)).expect("read"))
+        })
+        .collect()
 }
 
 #[test]

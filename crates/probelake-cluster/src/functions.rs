@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ballista_core::registry::BallistaFunctionRegistry;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
-use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 
 use crate::stores::ClusterStores;
@@ -33,16 +33,10 @@ pub fn scheduler_session(
     config: SessionConfig,
     stores: &Arc<ClusterStores>,
 ) -> datafusion::error::Result<SessionState> {
-    let runtime = runtime(stores)?;
-    let mut functions = ballista_core::extension::ballista_scalar_functions();
-    functions.extend(probelake_query::udf::functions());
-    Ok(SessionStateBuilder::new()
-        .with_default_features()
-        .with_config(config)
-        .with_runtime_env(runtime)
-        .with_optimizer_rules(ballista_core::optimizer::ballista_default_optimizer_rules())
-        .with_scalar_functions(functions)
-        .with_aggregate_functions(ballista_core::extension::ballista_aggregate_functions())
-        .with_window_functions(ballista_core::extension::ballista_window_functions())
-        .build())
+    let ballista = ballista_core::utils::default_session_builder(config)?;
+    let mut state = SessionStateBuilder::new_from_existing(ballista).with_runtime_env(runtime(stores)?).build();
+    for f in probelake_query::udf::functions() {
+        state.register_udf(f)?;
+    }
+    Ok(state)
 }

@@ -78,7 +78,7 @@ pub trait Engine: std::fmt::Debug + Send + Sync {
 
     /// Whether plans run in other processes. Their scans then name each dataset's store by
     /// its location ([`Lake::store_location`]: `file:///`, `s3://bucket`), which every process can
-    /// open, rather than by a name only this session knows.
+    /// open, rather than by the per-run name (`probelake://run0`) only this process registers.
     fn is_remote(&self) -> bool;
 }
 
