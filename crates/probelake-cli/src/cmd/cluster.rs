@@ -17,6 +17,10 @@ pub struct ClusterArg {
     /// folder at the same path on every machine).
     #[arg(long, value_name = "HOST:PORT")]
     pub cluster: Option<String>,
+    /// With --cluster: give up after this many seconds with an error (exit 2) instead of
+    /// waiting on; a job can wait without end when executors are lost (docs/cluster.md).
+    #[arg(long, value_name = "SECS", requires = "cluster")]
+    pub cluster_timeout: Option<f64>,
 }
 
 impl ClusterArg {
@@ -25,6 +29,22 @@ impl ClusterArg {
         match &self.cluster {
             None => Ok(Arc::new(LocalEngine)),
             Some(address) => remote(address).await,
+        }
+    }
+}
+
+impl ClusterArg {
+    /// `work`, given up after `--cluster-timeout` with an error that says so.
+    pub async fn within<T>(&self, work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+        let Some(secs) = self.cluster_timeout else { return work.await };
+        if !(secs.is_finite() && secs > 0.0) {
+            anyhow::bail!("--cluster-timeout {secs}: give a positive number of seconds");
+        }
+        match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), work).await {
+            Ok(done) => done,
+            Err(_) => anyhow::bail!(
+                "the cluster gave no answer within {secs} s (--cluster-timeout); its job may still be running there"
+            ),
         }
     }
 }

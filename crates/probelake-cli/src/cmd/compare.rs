@@ -168,7 +168,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         }
         anyhow::Ok(())
     };
-    let compared = compared.await;
+    let compared = args.cluster.within(compared).await;
     bar.finish();
     if let Err(e) = compared {
         if let Some(sink) = sink {

@@ -73,7 +73,12 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
     let pairing = pair(ctx, &runs, &choice)?;
     let session = divergence_session_on(&runs.target.lake, &runs.golden.lake, &pairing.pairs, engine.as_ref()).await?;
-    let found = first_divergence(&session, args.threshold).await.context("running the first-divergence query");
+    let found = args
+        .cluster
+        .within(async {
+            first_divergence(&session, args.threshold).await.context("running the first-divergence query")
+        })
+        .await;
     let (schema, mut batches) = crate::damage::naming_damage(found, &session).await?;
     let found: usize = batches.iter().map(RecordBatch::num_rows).sum();
     if batches.is_empty() {

@@ -125,16 +125,20 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         return crate::repl::run(&session, args.format, args.maxrows).await;
     }
     let mut results: Vec<RecordBatch> = Vec::new();
-    for (origin, sql) in &scripts {
-        let batches = collect_keeping_schema(&session, sql).await.with_context(|| format!("in {origin}"));
-        let batches = naming_damage(batches, &session).await?;
-        results = batches;
-        if args.output.is_none() {
-            let mut out = std::io::stdout().lock();
-            write_batches(&mut out, &results, args.format, args.maxrows)?;
-            out.flush()?;
+    let statements = async {
+        for (origin, sql) in &scripts {
+            let batches = collect_keeping_schema(&session, sql).await.with_context(|| format!("in {origin}"));
+            let batches = naming_damage(batches, &session).await?;
+            results = batches;
+            if args.output.is_none() {
+                let mut out = std::io::stdout().lock();
+                write_batches(&mut out, &results, args.format, args.maxrows)?;
+                out.flush()?;
+            }
         }
-    }
+        anyhow::Ok(())
+    };
+    args.cluster.within(statements).await?;
     if let Some(path) = &args.output {
         write_batches_to_file(path, &results, args.format)?;
     }
