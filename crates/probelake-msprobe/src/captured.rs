@@ -13,7 +13,7 @@ use probelake_format::lake::{CommitRecord, Lake, UnitCounts};
 use crate::columns::{Origin, UnitColumns};
 use crate::discover::place_dump_file;
 use crate::error::Result;
-use crate::import::{encode_unit, push_tensor_file, read_dump_files, store_unit, DumpFiles};
+use crate::import::{encode_unit, push_tensor_file, read_dump_files, store_unit, DumpFiles, Reading};
 
 /// One dump folder's files as msprobe would have written them, held in memory.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +66,7 @@ fn build_captured(
         stack: dump.stack.as_deref().map(|b| (stack_path.as_path(), b)),
         construct: dump.construct.as_deref().map(|b| (construct_path.as_path(), b)),
         relayout: dump.relayout,
+        reading: Reading::Import,
     };
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();

@@ -154,7 +154,7 @@ fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();
     for dir in dirs {
-        read_dump_dir(dir, &mut columns, &mut counts)?;
+        read_dump_dir(dir, &mut columns, &mut counts, Reading::Import)?;
         progress.advance(dir_bytes(dir));
     }
     Ok((encode_unit(&mut columns)?, counts))
@@ -218,14 +218,32 @@ fn indent_of(layout: Layout) -> Option<i32> {
     layout.indent.map(i32::from)
 }
 
+/// What a dump folder is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// To be stored: every file is checked to rebuild byte for byte from its rows.
+    Import,
+    /// To be compared in memory: the rows alone, without the checks and side files
+    /// (construct.json) that only a stored unit's export needs.
+    Compare,
+}
+
 /// Reads one dump folder into the unit's columns.
-fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCounts) -> Result<()> {
+pub(crate) fn read_dump_dir(
+    dir: &DumpDir,
+    columns: &mut UnitColumns,
+    counts: &mut UnitCounts,
+    reading: Reading,
+) -> Result<()> {
     let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
     let bytes = read_file(&dir.path)?;
     let stack_path = dir.dir.join("stack.json");
     let construct_path = dir.dir.join("construct.json");
     let stack = read_if_present(&stack_path)?;
-    let construct = read_if_present(&construct_path)?;
+    let construct = match reading {
+        Reading::Import => read_if_present(&construct_path)?,
+        Reading::Compare => None,
+    };
     let files = DumpFiles {
         path: &dir.path,
         file: &dir.file,
@@ -235,6 +253,7 @@ fn read_dump_dir(dir: &DumpDir, columns: &mut UnitColumns, counts: &mut UnitCoun
         stack: stack.as_deref().map(|b| (stack_path.as_path(), b)),
         construct: construct.as_deref().map(|b| (construct_path.as_path(), b)),
         relayout: None,
+        reading,
     };
     read_dump_files(&files, columns, counts)?;
     counts.tensors += read_tensors(&dir.dir.join("dump_tensor_data"), columns, origin)?;
@@ -256,6 +275,7 @@ pub(crate) struct DumpFiles<'a> {
     /// indent (a running job serializes compactly, msprobe writes `indent=1`). Every file
     /// must then rebuild from its rows: a file kept whole would keep the one-line text.
     pub relayout: Option<u16>,
+    pub reading: Reading,
 }
 
 /// Reads one dump file and its stack.json and construct.json into the unit's columns.
@@ -267,8 +287,9 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
     let parsed = take_apart_read(&doc, read, bytes, files.kind, layout).map_err(|e| e.in_file(path))?;
 
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
-    // rebuild byte for byte is kept whole.
-    let original = (!rebuilds_source(&parsed, bytes)?).then_some(bytes);
+    // rebuild byte for byte is kept whole. Rows read to be compared are never written back.
+    let rebuilds = files.reading == Reading::Compare || rebuilds_source(&parsed, bytes)?;
+    let original = (!rebuilds).then_some(bytes);
     if original.is_some() {
         if files.relayout.is_some() {
             return Err(relayout_refused(path));
@@ -298,9 +319,11 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
         }
     }
 
-    let stack = side_file(files.stack, files.relayout, |doc, layout, out| {
+    let stack = side_file(files.stack, files.relayout, files.reading, |doc, layout, out| {
         let (format, rows) = take_apart_stack(doc)?;
-        render_stack(format, layout, &rows, out);
+        if files.reading == Reading::Import {
+            render_stack(format, layout, &rows, out);
+        }
         columns.stack.reserve(&rows);
         for row in &rows {
             columns.stack.push(row, origin);
@@ -308,7 +331,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
         columns.has_stack |= !rows.is_empty();
         Ok(format.as_str())
     })?;
-    let construct = side_file(files.construct, files.relayout, |doc, layout, out| {
+    let construct = side_file(files.construct, files.relayout, files.reading, |doc, layout, out| {
         let rows = take_apart_construct(doc)?;
         render_construct(layout, &rows, out);
         for (i, row) in rows.iter().enumerate() {
@@ -395,15 +418,16 @@ fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
 fn side_file(
     file: Option<(&Path, &[u8])>,
     relayout: Option<u16>,
+    reading: Reading,
     take: impl FnOnce(&crate::json::Node<'_>, Layout, &mut Vec<u8>) -> Result<&'static str>,
 ) -> Result<SideFile> {
     let Some((path, bytes)) = file else { return Ok(None) };
     let arena = Arena::new();
     let doc = parse(bytes, &arena).map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
     let layout = detect_layout(bytes);
-    let mut rebuilt = Vec::with_capacity(bytes.len());
+    let mut rebuilt = Vec::with_capacity(if reading == Reading::Import { bytes.len() } else { 0 });
     let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;
-    let original = (rebuilt != bytes).then(|| bytes.to_vec());
+    let original = (reading == Reading::Import && rebuilt != bytes).then(|| bytes.to_vec());
     if original.is_some() && relayout.is_some() {
         return Err(relayout_refused(path));
     }

@@ -35,6 +35,7 @@ mod leaf;
 mod leaf_text;
 mod name;
 mod read_dump;
+mod read_unit;
 mod stack;
 mod stack_frames;
 
@@ -56,5 +57,6 @@ pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
 pub use leaf_text::{LeafReader, ReadLeaves};
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
 pub use read_dump::{parse_dump, DumpDoc};
+pub use read_unit::{read_unit, UnitTables};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
 pub use stack_frames::StackFrames;
