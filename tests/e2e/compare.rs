@@ -186,7 +186,6 @@ async fn compare_matches_msprobe_csv() {
         for (rank, file) in *files {
             let path: PathBuf = refs.join(folder).join(file);
             let text = std::fs::read_to_string(&path).expect("reference csv");
-            let reference = parse_csv(&text);
             let result = compare_unit(
                 &tl,
                 unit(&tu, *step, stage, *rank),
@@ -197,21 +196,108 @@ async fn compare_matches_msprobe_csv() {
             .await
             .expect("compare");
             checked += 1;
-            // Outside tensor mode (BLAS order) the file itself must be byte-identical.
-            if result.mode != probelake_query::compare::CompareMode::Tensor {
-                let mut bytes = Vec::new();
-                result.write_csv(&mut bytes).expect("write csv");
-                if bytes != text.as_bytes() && first_difference(&result, &reference).is_none() {
-                    failures.push(format!("{folder}/{file}: same cells, but the CSV text differs (quoting?)"));
-                }
-            }
-            if let Some(diff) = first_difference(&result, &reference) {
-                failures.push(format!("{folder}/{file}: {diff}"));
-            }
+            failures.extend(msprobe_difference(&result, folder, file, &text));
         }
     }
     assert!(failures.is_empty(), "{} of {checked} CSVs differ:\n{}", failures.len(), failures.join("\n"));
     assert_eq!(checked, 7);
+}
+
+/// Where `result` differs from msprobe's CSV `text` (`folder/file` of `compare-ref`): outside
+/// tensor mode (BLAS order) the file itself must be byte-identical, in every mode the cells.
+fn msprobe_difference(result: &UnitComparison, folder: &str, file: &str, text: &str) -> Option<String> {
+    let reference = parse_csv(text);
+    if let Some(diff) = first_difference(result, &reference) {
+        return Some(format!("{folder}/{file}: {diff}"));
+    }
+    let mut bytes = Vec::new();
+    result.write_csv(&mut bytes).expect("write csv");
+    (result.mode != probelake_query::compare::CompareMode::Tensor && bytes != text.as_bytes())
+        .then(|| format!("{folder}/{file}: same cells, but the CSV text differs (quoting?)"))
+}
+
+/// The same pairs with the runs' msprobe folders read in place, not imported: each unit pair is
+/// read into memory and joined there (`RunPair::open_in_place`, `Comparison::of_runs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn compare_in_memory_matches_msprobe_csv() {
+    use probelake_query::compare::inputs::{RunPair, RunSource};
+    use probelake_query::compare::pairing::UnitChoice;
+    use probelake_query::compare::Comparison;
+
+    let Some(root) = crate::fixtures::root() else { return };
+    let (refs, runs) = (root.join("compare-ref"), root.join("runs"));
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (folder, target, golden, step, stage, files) in CASES {
+        let (t, g) = (runs.join(target), runs.join(golden));
+        let opened = RunPair::open_in_place(&t.to_string_lossy(), &g.to_string_lossy(), &Default::default())
+            .await
+            .expect("open");
+        assert!(matches!(opened.target.source, RunSource::Dumps(_)), "{target} read in place");
+        let comparison = Comparison::of_runs(&opened.target, &opened.golden, CompareOptions::default());
+        let pairing = opened.pair(&UnitChoice::default()).expect("pairs");
+        for (rank, file) in *files {
+            let pair = pairing
+                .pairs
+                .iter()
+                .find(|p| p.target.unit.step == *step && p.target.unit.stage == *stage && p.target.unit.rank == *rank)
+                .unwrap_or_else(|| panic!("{folder}: no pair for rank {rank}"));
+            let result = comparison.unit(pair.target, pair.golden).await.expect("compare");
+            let text = std::fs::read_to_string(refs.join(folder).join(file)).expect("reference csv");
+            checked += 1;
+            failures.extend(msprobe_difference(&result, folder, file, &text));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {checked} CSVs differ:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(checked, 7);
+}
+
+/// Synthesized runs of every task (statistics, md5, tensor) at level mix, two ranks, steps and
+/// stages, the target with the attention bug: every unit pair read in place gives the CSV the same pair
+/// gives from the imported datasets, byte for byte.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_memory_and_dataset_comparisons_agree() {
+    use probelake_query::compare::inputs::RunPair;
+    use probelake_query::compare::pairing::UnitChoice;
+    use probelake_query::compare::Comparison;
+    use probelake_synth::{write_run, SynthLevel, SynthSpec, SynthTask as Task};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for task in [Task::Statistics, Task::Md5, Task::Tensor] {
+        let dir = tmp.path().join(format!("{task:?}"));
+        let mut trees = Vec::new();
+        for (name, bug) in [("bug", Some((1, 1.01))), ("base", None)] {
+            let spec =
+                SynthSpec { ranks: 2, task, level: SynthLevel::Mix, attention_scale_bug: bug, ..SynthSpec::demo() };
+            let src = dir.join(format!("{name}-tree"));
+            write_run(&spec, &src).expect("synth");
+            trees.push(src.to_string_lossy().into_owned());
+        }
+        let in_place = RunPair::open_in_place(&trees[0], &trees[1], &Default::default()).await.expect("open");
+        let imported = RunPair::open(&trees[0], &trees[1], &Default::default()).await.expect("import");
+        let choice = UnitChoice::default();
+        let (a, b) = (in_place.pair(&choice).expect("pairs"), imported.pair(&choice).expect("pairs"));
+        assert_eq!(a.pairs.len(), b.pairs.len(), "{task:?}");
+        assert!(a.pairs.len() >= 12, "{task:?}: {} pairs", a.pairs.len());
+        let opts = CompareOptions::default();
+        let in_memory = Comparison::of_runs(&in_place.target, &in_place.golden, opts.clone());
+        let from_datasets = Comparison::of_runs(&imported.target, &imported.golden, opts);
+        let mut errors = 0;
+        for (p, q) in a.pairs.iter().zip(&b.pairs) {
+            assert_eq!((&p.target.unit, &p.golden.unit), (&q.target.unit, &q.golden.unit));
+            let x = in_memory.unit(p.target, p.golden).await.expect("in memory");
+            let y = from_datasets.unit(q.target, q.golden).await.expect("from datasets");
+            let csv = |table: &UnitComparison| {
+                let mut out = Vec::new();
+                table.write_csv(&mut out).expect("csv");
+                out
+            };
+            assert!(x.rows.len() > 10, "{task:?} {}: {} rows", p.target.unit, x.rows.len());
+            assert!(csv(&x) == csv(&y), "{task:?} {}: the CSVs differ", p.target.unit);
+            errors += x.rows_with_result("error");
+        }
+        assert!(errors > 0 || task == Task::Md5, "{task:?}: the bug gives rows with Result `error`");
+    }
 }
 
 /// The SQL `docs/compare.md` shows (`compare_sql`) runs in a plain `RunSession` and yields

@@ -169,12 +169,12 @@ pub fn compare<'py>(
     };
     let choice = unit_choice(units)?;
     let work = async move {
-        let runs = RunPair::open(&target, &golden, &storage).await?;
+        let runs = RunPair::open_in_place(&target, &golden, &storage).await?;
         let pairing = runs.pair(&choice)?;
         let notes = pairing_notes(&pairing);
         let target_is_file = runs.target_is_file();
         let options = CompareOptions { mode };
-        let comparison = Arc::new(Comparison::new(runs.target.lake.clone(), runs.golden.lake.clone(), options));
+        let comparison = Arc::new(Comparison::of_runs(&runs.target, &runs.golden, options));
         let mut files = out.map(|o| ResultFiles::new(&o, format, needs_folders(&pairing.pairs), local_timestamp()));
         let (mut batches, mut errors) = (Vec::new(), 0);
         let mut queue = CompareQueue::new(comparison, &pairing.pairs);
@@ -233,7 +233,7 @@ pub fn divergence<'py>(
         let runs = RunPair::open(&target, &golden, &storage).await?;
         let pairing = runs.pair(&choice)?;
         let notes = pairing_notes(&pairing);
-        let session = divergence_session(&runs.target.lake, &runs.golden.lake, &pairing.pairs).await?;
+        let session = divergence_session(runs.target.lake()?, runs.golden.lake()?, &pairing.pairs).await?;
         let (schema, batches) = match first_divergence(&session, threshold).await {
             Ok(found) => found,
             Err(e) => {

@@ -73,12 +73,13 @@ fn after_help() -> String {
     format!(
         "\
 TARGET (the NPU side) and GOLDEN (the bench side) are datasets, or msprobe dump folders /
-dump.json files, which are imported into a temporary dataset first.
+dump.json files. When both are msprobe files they are read in place, a unit pair at a time,
+and compared in memory: no dataset is written. A dataset compared with msprobe files has the
+files imported into a temporary dataset first.
 
 With --cluster HOST:PORT each unit pair's queries (both sides' leaves, their dump files, the
-join) run on a probelake cluster (docs/cluster.md); the rows, cells and files are made here,
-and msprobe folders given as TARGET or GOLDEN are imported here first, into a temporary
-dataset that only executors on this machine can read.
+join) run on a probelake cluster (docs/cluster.md) when both runs are datasets; the rows, cells
+and files are made here. Two runs of msprobe files are compared here, in memory.
 
 {PAIRING_HELP}
 The output is msprobe 26.2's table, cell for cell, named as msprobe names it:
@@ -118,14 +119,12 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let choice = args.units.choice()?;
     // The scheduler first: an unreachable one fails before msprobe folders are imported.
     let engine = args.cluster.engine().await?;
-    let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
+    let runs = RunPair::open_in_place(&args.target, &args.golden, &ctx.storage).await?;
     let (target, golden) = (&runs.target, &runs.golden);
     let pairing = pair(ctx, &runs, &choice)?;
     let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
     let target_is_file = runs.target_is_file();
-    let comparison = Arc::new(
-        Comparison::new(target.lake.clone(), golden.lake.clone(), CompareOptions { mode }).with_engine(engine),
-    );
+    let comparison = Arc::new(Comparison::of_runs(target, golden, CompareOptions { mode }).with_engine(engine));
     let mut sink = files.map(|format| ResultFiles::new(&args.output, format, needs_folders(pairs), local_timestamp()));
     let mut tables = Vec::new();
     // Counted in the target's dump.json bytes, as import and export count.
@@ -156,10 +155,12 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
                 Err(e) => Some(anyhow::Error::new(e).context(format!("comparing {what}"))),
             };
             if let Some(e) = failed {
+                // msprobe files read in place name their own damage; a dataset's is looked for.
                 let damaged = async {
-                    match target.lake.first_damaged_file(std::slice::from_ref(t)).await {
+                    let (Ok(target), Ok(golden)) = (target.lake(), golden.lake()) else { return None };
+                    match target.first_damaged_file(std::slice::from_ref(t)).await {
                         Some(damage) => Some(damage),
-                        None => golden.lake.first_damaged_file(std::slice::from_ref(g)).await,
+                        None => golden.first_damaged_file(std::slice::from_ref(g)).await,
                     }
                 };
                 return Err(crate::damage::name_damaged_file(e, damaged).await);

@@ -72,7 +72,8 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     let engine = args.cluster.engine().await?;
     let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
     let pairing = pair(ctx, &runs, &choice)?;
-    let session = divergence_session_on(&runs.target.lake, &runs.golden.lake, &pairing.pairs, engine.as_ref()).await?;
+    let session =
+        divergence_session_on(runs.target.lake()?, runs.golden.lake()?, &pairing.pairs, engine.as_ref()).await?;
     let found = args
         .cluster
         .within(async {

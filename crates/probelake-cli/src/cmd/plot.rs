@@ -214,7 +214,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             let target = open_run(&a.target, "target", &ctx.storage).await?;
             let golden = open_run(&a.golden, "golden", &ctx.storage).await?;
             let (t_name, g_name) = run_names(&a.target, &a.golden);
-            let runs = vec![Run::new(&t_name, target.lake.clone()), Run::new(&g_name, golden.lake.clone())];
+            let runs = vec![Run::new(&t_name, target.lake()?.clone()), Run::new(&g_name, golden.lake()?.clone())];
             let session = RunSession::open(runs, false).await?;
             let query = DivergenceQuery {
                 across: match a.by {

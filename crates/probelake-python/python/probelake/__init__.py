@@ -117,7 +117,7 @@ def compare(
     storage_options: Mapping[str, Any] | None = None,
 ) -> Comparison:
     """`probelake compare`: compares `target` with `golden` (datasets, or msprobe folders and
-    dump.json files imported on the fly), their units paired as the command line pairs them:
+    dump.json files, read in place and compared in memory), their units paired as the command line pairs them:
     two dump files with each other, two step folders rank folder by rank folder, anything else
     by equal (step, stage, rank). `step`/`stage`/`rank` keep only the target units with that
     value; `target_X` with `golden_X` compares the target's X with the golden run's (both or

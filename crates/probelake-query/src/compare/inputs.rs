@@ -1,8 +1,9 @@
 //! The two runs of a comparison as they are given: datasets, or msprobe folders and dump.json
-//! files imported into a temporary dataset ([`open_run`]); told apart as msprobe tells its
-//! inputs apart ([`input_kind`]); their units paired by [`pairing`](super::pairing)
-//! ([`RunPair`]). `probelake compare`, `probelake divergence` and Python's `compare` and
-//! `divergence` all open their inputs here.
+//! files, either imported into a temporary dataset ([`open_run`]) or read in place unit by unit
+//! ([`DumpTree`], for `compare`); told apart as msprobe tells its inputs apart
+//! ([`input_kind`]); their units paired by [`pairing`](super::pairing) ([`RunPair`]).
+//! `probelake compare`, `probelake divergence` and Python's `compare` and `divergence` all open
+//! their inputs here.
 //!
 //! msprobe 26.2 (`compare_distributed_inner`) collects a step folder's entries named
 //! `^rank(0|[1-9][0-9]*)?$`, sorts them by their number (`rank` without one first) and, when
@@ -12,9 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::common::runtime::SpawnedTask;
+use probelake_format::lake::{UnitCounts, FORMAT_VERSION};
 use probelake_format::storage::{display_uri, local_dir, open, StorageOptions};
-use probelake_format::{CommitRecord, FormatError, Lake};
-use probelake_msprobe::{import, ImportOptions, MsprobeError, NoProgress};
+use probelake_format::{CommitRecord, FormatError, Lake, Unit};
+use probelake_msprobe::{
+    discover, import, read_unit, DumpDir, ImportOptions, MsprobeError, NoProgress, Overrides, UnitTables,
+};
 
 use super::pairing::{pair_units, DumpFolder, InputKind, Pairing, PairingError, PairingRule, Side, UnitChoice};
 
@@ -65,6 +69,12 @@ pub enum InputError {
     /// The units of the two runs do not pair.
     #[error(transparent)]
     Pairing(#[from] PairingError),
+    /// A run of msprobe files read in place was asked for its dataset.
+    #[error("{}: msprobe files read in place, not a dataset", path.display())]
+    NotADataset {
+        /// The files' folder or dump file.
+        path: PathBuf,
+    },
     /// Opening a run stopped before it finished (a panic or a cancelled task).
     #[error("opening the {what}: {message}")]
     Stopped {
@@ -139,18 +149,95 @@ fn is_proc_folder(name: &str) -> bool {
 }
 
 /// A run of a comparison: a dataset, or msprobe files imported into a temporary one, which
-/// lives as long as the run (and its [`share`](OpenedRun::share)d copies).
+/// lives as long as the run (and its [`share`](OpenedRun::share)d copies), or msprobe files
+/// read in place.
 #[derive(Debug)]
 pub struct OpenedRun {
-    /// The dataset.
-    pub lake: Lake,
+    /// Where the run's units are read from.
+    pub source: RunSource,
     _tmp: Option<Arc<tempfile::TempDir>>,
+}
+
+/// Where a run's units are read from.
+#[derive(Debug, Clone)]
+pub enum RunSource {
+    /// A dataset (maybe a temporary one, imported from msprobe files).
+    Dataset(Lake),
+    /// msprobe files, each unit read into memory when it is compared.
+    Dumps(Arc<DumpTree>),
 }
 
 impl OpenedRun {
     /// The same run again, for the other side of a comparison within one run.
     pub fn share(&self) -> OpenedRun {
-        OpenedRun { lake: self.lake.clone(), _tmp: self._tmp.clone() }
+        OpenedRun { source: self.source.clone(), _tmp: self._tmp.clone() }
+    }
+
+    /// The run's dataset; an error when its msprobe files are read in place, which only
+    /// [`RunPair::open_in_place`] does.
+    pub fn lake(&self) -> Result<&Lake, InputError> {
+        match &self.source {
+            RunSource::Dataset(lake) => Ok(lake),
+            RunSource::Dumps(tree) => Err(InputError::NotADataset { path: tree.root.clone() }),
+        }
+    }
+
+    /// The run's committed units, or for msprobe files read in place the units they hold.
+    async fn units(&self) -> Result<Vec<CommitRecord>, InputError> {
+        match &self.source {
+            RunSource::Dataset(lake) => Ok(lake.units().await?),
+            RunSource::Dumps(tree) => Ok(tree.records()),
+        }
+    }
+}
+
+/// msprobe files read in place: their units as `import` would make them (found by
+/// [`discover`]), each read into memory ([`read_unit`]) only when it is compared, so that
+/// memory holds a unit pair at a time, not the tree.
+#[derive(Debug)]
+pub struct DumpTree {
+    root: PathBuf,
+    units: Vec<(Unit, Vec<DumpDir>)>,
+}
+
+impl DumpTree {
+    /// The dump folders at or below `root` (a folder or one dump file), by unit.
+    pub fn discover(root: &Path) -> Result<DumpTree, MsprobeError> {
+        let mut units: Vec<(Unit, Vec<DumpDir>)> = Vec::new();
+        // A unit's folders are found one after the other, as `import` groups them.
+        for dir in discover(root, &Overrides::default())? {
+            match units.last_mut() {
+                Some((unit, members)) if *unit == dir.unit => members.push(dir),
+                _ => units.push((dir.unit.clone(), vec![dir])),
+            }
+        }
+        Ok(DumpTree { root: root.to_path_buf(), units })
+    }
+
+    /// The units, as the records a dataset would hold for them: no files, and of the counts
+    /// only the dump files and their bytes.
+    pub fn records(&self) -> Vec<CommitRecord> {
+        let record = |(unit, dirs): &(Unit, Vec<DumpDir>)| CommitRecord {
+            format_version: FORMAT_VERSION,
+            unit: unit.clone(),
+            commit_id: String::new(),
+            committed_at: 0,
+            writer: String::new(),
+            files: Vec::new(),
+            counts: UnitCounts {
+                dump_files: dirs.len() as u64,
+                json_bytes: dirs.iter().map(|d| std::fs::metadata(&d.path).map_or(0, |m| m.len())).sum(),
+                ..UnitCounts::default()
+            },
+        };
+        self.units.iter().map(record).collect()
+    }
+
+    /// Reads `unit`'s files into its tables.
+    pub fn read(&self, unit: &Unit) -> Result<UnitTables, MsprobeError> {
+        let dirs: Vec<&DumpDir> =
+            self.units.iter().filter(|(u, _)| u == unit).flat_map(|(_, dirs)| dirs.iter()).collect();
+        read_unit(&dirs)
     }
 }
 
@@ -169,11 +256,27 @@ pub async fn open_run(arg: &str, what: &'static str, storage: &StorageOptions) -
                 arg: arg.to_owned(),
                 source: Box::new(source),
             })?;
-            return Ok(OpenedRun { lake, _tmp: Some(Arc::new(tmp)) });
+            return Ok(OpenedRun { source: RunSource::Dataset(lake), _tmp: Some(Arc::new(tmp)) });
         }
     }
     let lake = open(arg, storage).map_err(|source| InputError::Open { uri: display_uri(arg), source })?;
-    Ok(OpenedRun { lake, _tmp: None })
+    Ok(OpenedRun { source: RunSource::Dataset(lake), _tmp: None })
+}
+
+/// Whether `arg` names msprobe files on this machine (not a dataset).
+fn is_msprobe_input(arg: &str) -> bool {
+    local_dir(arg).is_some_and(|dir| dir.exists() && !dir.join("_probelake/manifest.json").exists())
+}
+
+/// Opens `arg` as msprobe files read in place.
+fn open_in_place(arg: &str, what: &'static str) -> Result<OpenedRun, InputError> {
+    let dir = local_dir(arg).ok_or_else(|| InputError::Missing { what, arg: arg.to_owned() })?;
+    let tree = DumpTree::discover(&dir).map_err(|source| InputError::Import {
+        what,
+        arg: arg.to_owned(),
+        source: Box::new(source),
+    })?;
+    Ok(OpenedRun { source: RunSource::Dumps(Arc::new(tree)), _tmp: None })
 }
 
 /// Both runs of a comparison, opened, with their committed units and what each was given as.
@@ -210,7 +313,35 @@ impl RunPair {
             let (t, g) = (spawn(target_arg, "target"), spawn(golden_arg, "golden"));
             (joined("target", t.join().await)?, joined("golden run", g.join().await)?)
         };
-        let (target_units, golden_units) = (target.lake.units().await?, golden.lake.units().await?);
+        RunPair::of(target, golden, target_arg, golden_arg).await
+    }
+
+    /// Opens both runs for a comparison: when both are msprobe files (dump.json files or
+    /// folders) they are read in place, a unit pair at a time as they are compared, and no
+    /// dataset is written; otherwise as [`open`](Self::open) does.
+    pub async fn open_in_place(
+        target_arg: &str,
+        golden_arg: &str,
+        storage: &StorageOptions,
+    ) -> Result<RunPair, InputError> {
+        if !(is_msprobe_input(target_arg) && is_msprobe_input(golden_arg)) {
+            return RunPair::open(target_arg, golden_arg, storage).await;
+        }
+        let target = open_in_place(target_arg, "target")?;
+        let golden = match same_place(target_arg, golden_arg) {
+            true => target.share(),
+            false => open_in_place(golden_arg, "golden")?,
+        };
+        RunPair::of(target, golden, target_arg, golden_arg).await
+    }
+
+    async fn of(
+        target: OpenedRun,
+        golden: OpenedRun,
+        target_arg: &str,
+        golden_arg: &str,
+    ) -> Result<RunPair, InputError> {
+        let (target_units, golden_units) = (target.units().await?, golden.units().await?);
         let (target_kind, golden_kind) = (input_kind(target_arg)?, input_kind(golden_arg)?);
         Ok(RunPair { target, golden, target_units, golden_units, target_kind, golden_kind })
     }

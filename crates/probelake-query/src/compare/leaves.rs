@@ -56,12 +56,19 @@ type Place = (usize, i64, i64);
 
 impl SideLeaves {
     /// The leaves of `batches` (a plan of [`leaves_sql`]) in the side's dump files `files`,
-    /// which are numbered 1, 2, … in that order.
-    pub(crate) fn new(batches: &[RecordBatch], files: &[FileKey]) -> Result<Self, CompareError> {
+    /// which are numbered 1, 2, … in that order. With `compared`, batch `b`'s row `i` is a
+    /// leaf of the side only where `compared[b][i]` holds (batches of all a unit's leaves, read
+    /// without a plan to filter them).
+    pub(crate) fn new(
+        batches: &[RecordBatch],
+        files: &[FileKey],
+        compared: Option<&[Vec<bool>]>,
+    ) -> Result<Self, CompareError> {
         let mut places: Vec<Vec<Place>> = Vec::with_capacity(batches.len());
         let mut arrays = Vec::with_capacity(batches.len());
         let mut md5 = vec![false; files.len()];
-        for batch in batches {
+        for (b, batch) in batches.iter().enumerate() {
+            let compared = compared.and_then(|c| c.get(b));
             let [inner, pid, seq, leaf] =
                 ["inner_step", "pid", "seq", "leaf"].map(|c| as_type(batch, c, &DataType::Int64));
             let (inner, pid, seq, leaf) = (inner?, pid?, seq?, leaf?);
@@ -73,7 +80,10 @@ impl SideLeaves {
                 let key = (opt(inner, i), opt(pid, i));
                 // A unit's files are few: a linear search beats hashing the key. A leaf of no
                 // listed file cannot be asked for; `usize::MAX` skips it.
-                let k = files.iter().position(|f| *f == key).unwrap_or(usize::MAX);
+                let k = match compared.is_none_or(|c| c.get(i).copied().unwrap_or(false)) {
+                    true => files.iter().position(|f| *f == key).unwrap_or(usize::MAX),
+                    false => usize::MAX,
+                };
                 if k != usize::MAX && !md5[k] && leaves.has_md5(i) {
                     md5[k] = true;
                 }

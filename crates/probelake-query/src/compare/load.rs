@@ -29,6 +29,9 @@ pub(crate) struct DumpFile {
     pub stacks: HashMap<String, Arc<str>>,
 }
 
+/// A dump file's tensors: data_name → tensor.
+pub(crate) type Tensors = HashMap<String, Arc<TensorData>>;
+
 /// A tensor of the `tensor` table.
 #[derive(Debug, Clone)]
 pub(crate) struct TensorData {
@@ -101,14 +104,31 @@ pub(crate) async fn read_files(
     unit: &CommitRecord,
     stacks: Stacks,
 ) -> Result<BTreeMap<FileKey, DumpFile>, CompareError> {
+    let sources = batches(lake, unit, Table::Source).await?;
+    let mut stack_batches = Vec::new();
+    if stacks == Stacks::Cells {
+        for stack in unit.files_of(Table::Stack) {
+            // Frames as a dictionary: every name of a stack group repeats the group's frames.
+            stack_batches.extend(lake.fetch_file(stack).await?.decode_columns(None, &["frames"])?);
+        }
+    }
+    files_from_batches(&sources, &stack_batches)
+}
+
+/// The context of a unit's dump files from its `source` batches and, for the stack cells, its
+/// `stack` batches (none for the golden side).
+pub(crate) fn files_from_batches(
+    sources: &[RecordBatch],
+    stacks: &[RecordBatch],
+) -> Result<BTreeMap<FileKey, DumpFile>, CompareError> {
     let mut files: BTreeMap<FileKey, DumpFile> = BTreeMap::new();
-    for batch in batches(lake, unit, Table::Source).await? {
-        let kind = strings(&batch, "kind")?;
-        let task = strings(&batch, "task")?;
-        let level = strings(&batch, "level")?;
-        let stack_format = strings(&batch, "stack_format")?;
-        let inner = typed::<Int64Array>(&batch, "inner_step")?;
-        let pid = typed::<Int64Array>(&batch, "pid")?;
+    for batch in sources {
+        let kind = strings(batch, "kind")?;
+        let task = strings(batch, "task")?;
+        let level = strings(batch, "level")?;
+        let stack_format = strings(batch, "stack_format")?;
+        let inner = typed::<Int64Array>(batch, "inner_step")?;
+        let pid = typed::<Int64Array>(batch, "pid")?;
         for i in 0..batch.num_rows() {
             let file = files.entry((opt_i64(inner, i), opt_i64(pid, i))).or_default();
             file.task = opt_str(&task, i).map(str::to_owned);
@@ -119,13 +139,8 @@ pub(crate) async fn read_files(
             }
         }
     }
-    if stacks == Stacks::Cells {
-        for stack in unit.files_of(Table::Stack) {
-            // Frames as a dictionary: every name of a stack group repeats the group's frames.
-            for batch in lake.fetch_file(stack).await?.decode_columns(None, &["frames"])? {
-                read_stack_cells(&batch, &mut files)?;
-            }
-        }
+    for batch in stacks {
+        read_stack_cells(batch, &mut files)?;
     }
     Ok(files)
 }
@@ -160,24 +175,25 @@ fn read_stack_cells(batch: &RecordBatch, files: &mut BTreeMap<FileKey, DumpFile>
 }
 
 /// Reads the `tensor` table of a unit for one dump file: data_name → tensor.
-pub(crate) async fn read_tensors(
-    lake: &Lake,
-    unit: &CommitRecord,
-    key: FileKey,
-) -> Result<HashMap<String, Arc<TensorData>>, CompareError> {
+pub(crate) async fn read_tensors(lake: &Lake, unit: &CommitRecord, key: FileKey) -> Result<Tensors, CompareError> {
+    tensors_from_batches(&batches(lake, unit, Table::Tensor).await?, key)
+}
+
+/// The tensors of dump file `key` in a unit's `tensor` batches: data_name → tensor.
+pub(crate) fn tensors_from_batches(batches: &[RecordBatch], key: FileKey) -> Result<Tensors, CompareError> {
     let mut out = HashMap::new();
-    for batch in batches(lake, unit, Table::Tensor).await? {
-        let data_name = strings(&batch, "data_name")?;
-        let dtype = strings(&batch, "dtype")?;
-        let shape = typed::<ListArray>(&batch, "shape")?;
-        let data = column(&batch, "data")?;
+    for batch in batches {
+        let data_name = strings(batch, "data_name")?;
+        let dtype = strings(batch, "dtype")?;
+        let shape = typed::<ListArray>(batch, "shape")?;
+        let data = column(batch, "data")?;
         let data = cast(data, &DataType::LargeBinary)?;
         let data = data
             .as_any()
             .downcast_ref::<LargeBinaryArray>()
             .ok_or_else(|| CompareError::Schema("column `data` is not binary".into()))?;
-        let inner = typed::<Int64Array>(&batch, "inner_step")?;
-        let pid = typed::<Int64Array>(&batch, "pid")?;
+        let inner = typed::<Int64Array>(batch, "inner_step")?;
+        let pid = typed::<Int64Array>(batch, "pid")?;
         for i in 0..batch.num_rows() {
             if (opt_i64(inner, i), opt_i64(pid, i)) != key {
                 continue;

@@ -23,6 +23,7 @@ mod build;
 mod cells;
 mod columns;
 mod csv;
+mod in_memory;
 pub mod inputs;
 pub(crate) mod leaf_side;
 mod leaves;
@@ -48,16 +49,20 @@ use std::sync::Arc;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::error::DataFusionError;
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
+use probelake_msprobe::{MsprobeError, UnitTables};
 
 use crate::session::{Engine, LocalEngine, Run, RunSession};
 use crate::QueryError;
+
+use self::inputs::{DumpTree, OpenedRun, RunSource};
+use self::plan::PlanOutput;
 
 pub use self::cells::{Row, Rows};
 pub use self::plan::compare_sql;
 pub use self::planned::{PlannedUnit, TableCounts};
 
 use self::build::header;
-use self::load::{read_files, read_tensors, DumpFile, FileKey, Stacks};
+use self::load::{files_from_batches, read_files, read_tensors, tensors_from_batches, DumpFile, FileKey, Stacks};
 use self::prepared::{PairFiles, PreparedPlans};
 
 /// Which table msprobe writes (§2.2).
@@ -174,6 +179,12 @@ pub enum CompareError {
     /// Encoding an .xlsx workbook failed.
     #[error("writing the workbook: {0}")]
     Xlsx(String),
+    /// msprobe files read in place could not be read.
+    #[error(transparent)]
+    Read(Box<MsprobeError>),
+    /// One side is a dataset and the other msprobe files read in place.
+    #[error("a dataset cannot be compared with msprobe files read in place: open both runs with `RunPair::open`")]
+    MixedSources,
 }
 
 fn unit_text(u: &Unit) -> String {
@@ -249,8 +260,8 @@ pub async fn compare_unit(
 /// ```
 #[derive(Debug)]
 pub struct Comparison {
-    target: Lake,
-    golden: Lake,
+    target: RunSource,
+    golden: RunSource,
     opts: CompareOptions,
     plans: PreparedPlans,
     engine: Arc<dyn Engine>,
@@ -259,12 +270,24 @@ pub struct Comparison {
 impl Comparison {
     /// The comparison of `target` (NPU side) with `golden` (bench side).
     pub fn new(target: Lake, golden: Lake, opts: CompareOptions) -> Self {
+        Comparison::of_sources(RunSource::Dataset(target), RunSource::Dataset(golden), opts)
+    }
+
+    /// The comparison of two opened runs ([`RunPair`](inputs::RunPair)): two datasets, or two
+    /// runs of msprobe files read in place, whose unit pairs are read into memory and compared
+    /// there, without a dataset or a query plan (`in_memory.rs`), to the same rows.
+    pub fn of_runs(target: &OpenedRun, golden: &OpenedRun, opts: CompareOptions) -> Self {
+        Comparison::of_sources(target.source.clone(), golden.source.clone(), opts)
+    }
+
+    fn of_sources(target: RunSource, golden: RunSource, opts: CompareOptions) -> Self {
         Comparison { target, golden, opts, plans: PreparedPlans::default(), engine: Arc::new(LocalEngine) }
     }
 
     /// The comparison with its plans run by `engine`. On a cluster each unit pair's four
     /// queries (both sides' leaves, their dump files, the join) run there as jobs of their own,
-    /// planned anew for every pair; the rows and cells are built here, as locally.
+    /// planned anew for every pair; the rows and cells are built here, as locally. Runs of
+    /// msprobe files read in place are compared here whatever the engine.
     pub fn with_engine(mut self, engine: Arc<dyn Engine>) -> Self {
         // A remote plan is one node that holds the job, not scans to point at other files.
         self.plans = if engine.is_remote() { PreparedPlans::never_kept() } else { PreparedPlans::default() };
@@ -287,7 +310,20 @@ impl Comparison {
     /// context; the rows are built when the [`PlannedUnit`] is written
     /// ([`PlannedUnit::write_csv`], a few thousand rows at a time) or collected.
     pub async fn plan_unit(&self, t: &CommitRecord, g: &CommitRecord) -> Result<PlannedUnit, CompareError> {
-        let (target, golden, opts) = (&self.target, &self.golden, &self.opts);
+        match (&self.target, &self.golden) {
+            (RunSource::Dataset(target), RunSource::Dataset(golden)) => self.plan_datasets(target, golden, t, g).await,
+            (RunSource::Dumps(target), RunSource::Dumps(golden)) => self.plan_in_memory(target, golden, t, g).await,
+            _ => Err(CompareError::MixedSources),
+        }
+    }
+
+    async fn plan_datasets(
+        &self,
+        target: &Lake,
+        golden: &Lake,
+        t: &CommitRecord,
+        g: &CommitRecord,
+    ) -> Result<PlannedUnit, CompareError> {
         let started = std::time::Instant::now();
         let runs = vec![
             Run::new("target", target.clone()).with_units(vec![t.clone()]),
@@ -313,23 +349,75 @@ impl Comparison {
         let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
         let plan = plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
         let planned = started.elapsed();
-        let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
-        if tfiles.is_empty() {
-            return Err(CompareError::NoData { side: "target", unit: unit_text(&t.unit) });
-        }
-        if gfiles.is_empty() {
-            return Err(CompareError::NoData { side: "golden", unit: unit_text(&g.unit) });
-        }
-        if tfiles.len() != gfiles.len() {
-            return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
-        }
         let [tcontext, gcontext] = context
             .join_unwind()
             .await
             .map_err(|e| QueryError::from(DataFusionError::ExecutionJoin(Box::new(e))))??;
-        let with_context = started.elapsed();
+        tracing::debug!(unit = %t.unit, ?planned, total = ?started.elapsed(), "compare planned");
+        let tensors = TensorSource::Datasets([(target, t), (golden, g)]);
+        self.finish_unit(&t.unit, &g.unit, plan, [tcontext, gcontext], tensors).await
+    }
+
+    /// Reads both units into memory, each on a core of its own, and joins their leaves there.
+    async fn plan_in_memory(
+        &self,
+        target: &Arc<DumpTree>,
+        golden: &Arc<DumpTree>,
+        t: &CommitRecord,
+        g: &CommitRecord,
+    ) -> Result<PlannedUnit, CompareError> {
+        let started = std::time::Instant::now();
+        let trees = [(Arc::clone(target), t.unit.clone()), (Arc::clone(golden), g.unit.clone())];
+        let read = SpawnedTask::spawn_blocking(move || {
+            let tables = threads::map_scoped(&trees, |(tree, unit)| tree.read(unit));
+            let [t_tables, g_tables] =
+                <[_; 2]>::try_from(tables).map_err(|_| CompareError::Schema("two sides".into()))?;
+            let tables = [t_tables.map_err(read_error)?, g_tables.map_err(read_error)?];
+            // The target's stack cells are printed on one core while the leaves are joined.
+            let (plan, contexts) = std::thread::scope(|scope| {
+                let contexts = scope.spawn(|| {
+                    let [t, g] = &tables;
+                    let t_stacks = t.stack.as_slice();
+                    Ok::<_, CompareError>([
+                        files_from_batches(std::slice::from_ref(&t.source), t_stacks)?,
+                        files_from_batches(std::slice::from_ref(&g.source), &[])?,
+                    ])
+                });
+                let plan = in_memory::plan_in_memory(&tables[0], &tables[1]);
+                let contexts =
+                    contexts.join().map_err(|_| CompareError::Stopped("reading the dump files' context".into()));
+                (plan, contexts)
+            });
+            Ok::<_, CompareError>((plan?, contexts??, tables))
+        });
+        let (plan, contexts, tables) =
+            read.join_unwind().await.map_err(|e| QueryError::from(DataFusionError::ExecutionJoin(Box::new(e))))??;
+        tracing::debug!(unit = %t.unit, elapsed = ?started.elapsed(), "compare read and joined in memory");
+        self.finish_unit(&t.unit, &g.unit, plan, contexts, TensorSource::Memory(&tables)).await
+    }
+
+    /// The unit pair's table from its plans' output and both sides' context: the mode, the
+    /// header and, in tensor mode, the rows (built as each file pair's tensors are read).
+    async fn finish_unit(
+        &self,
+        t: &Unit,
+        g: &Unit,
+        plan: PlanOutput,
+        [tcontext, gcontext]: [BTreeMap<FileKey, DumpFile>; 2],
+        tensors: TensorSource<'_>,
+    ) -> Result<PlannedUnit, CompareError> {
+        let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
+        if tfiles.is_empty() {
+            return Err(CompareError::NoData { side: "target", unit: unit_text(t) });
+        }
+        if gfiles.is_empty() {
+            return Err(CompareError::NoData { side: "golden", unit: unit_text(g) });
+        }
+        if tfiles.len() != gfiles.len() {
+            return Err(CompareError::FileCount { target: tfiles.len(), golden: gfiles.len() });
+        }
         // The first pair's mode holds for the unit; every pair must agree with itself.
-        let mut mode = opts.mode;
+        let mut mode = self.opts.mode;
         for (tfile, gfile) in tfiles.iter().zip(gfiles) {
             let tm = side_mode(tcontext.get(&tfile.key), tfile.has_md5)?;
             let gm = side_mode(gcontext.get(&gfile.key), gfile.has_md5)?;
@@ -344,22 +432,14 @@ impl Comparison {
         let target_files = tfiles.iter().map(|f| f.key).collect();
         let golden_files: Vec<FileKey> = gfiles.iter().map(|f| f.key).collect();
         let width = header.len();
-        let mut unit = PlannedUnit {
-            unit: t.unit.clone(),
-            mode,
-            header,
-            stack,
-            target_files,
-            plan,
-            context: tcontext,
-            built: None,
-        };
+        let mut unit =
+            PlannedUnit { unit: t.clone(), mode, header, stack, target_files, plan, context: tcontext, built: None };
         // Tensor mode builds a file pair's rows as soon as its tensors are read, so that memory
         // holds one pair's tensors at a time.
         if mode == CompareMode::Tensor {
             let mut rows = Rows::new(width);
             for (file_no, (&tkey, &gkey)) in (1i64..).zip(unit.target_files.iter().zip(&golden_files)) {
-                let tensors = [read_tensors(target, t, tkey).await?, read_tensors(golden, g, gkey).await?];
+                let tensors = tensors.read([tkey, gkey]).await?;
                 unit.build_file(file_no, [&tensors[0], &tensors[1]], Ok, |chunk| {
                     rows.append(chunk);
                     Ok(())
@@ -367,7 +447,32 @@ impl Comparison {
             }
             unit.built = Some(rows);
         }
-        tracing::debug!(unit = %t.unit, ?planned, ?with_context, total = ?started.elapsed(), "compare planned");
         Ok(unit)
+    }
+}
+
+fn read_error(e: MsprobeError) -> CompareError {
+    CompareError::Read(Box::new(e))
+}
+
+/// Where a unit pair's tensors (tensor mode) are read from.
+enum TensorSource<'a> {
+    /// The `tensor` tables of two datasets' units.
+    Datasets([(&'a Lake, &'a CommitRecord); 2]),
+    /// The units' tables in memory.
+    Memory(&'a [UnitTables; 2]),
+}
+
+impl TensorSource<'_> {
+    /// The tensors of the target's dump file `keys[0]` and the golden's `keys[1]`.
+    async fn read(&self, keys: [FileKey; 2]) -> Result<[load::Tensors; 2], CompareError> {
+        match self {
+            TensorSource::Datasets([(tl, t), (gl, g)]) => {
+                Ok([read_tensors(tl, t, keys[0]).await?, read_tensors(gl, g, keys[1]).await?])
+            }
+            TensorSource::Memory([t, g]) => {
+                Ok([tensors_from_batches(&t.tensor, keys[0])?, tensors_from_batches(&g.tensor, keys[1])?])
+            }
+        }
     }
 }

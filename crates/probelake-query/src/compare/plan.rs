@@ -281,32 +281,44 @@ pub(crate) async fn run_in(
     }
     let (target_files, golden_files) = file_lists(&file_rows)?;
     let jobs = [(&t_leaves, &target_files), (&g_leaves, &golden_files)];
-    let [t_leaves, g_leaves] = <[_; 2]>::try_from(map_scoped(&jobs, |(b, f)| SideLeaves::new(b, f)))
+    let [t_leaves, g_leaves] = <[_; 2]>::try_from(map_scoped(&jobs, |(b, f)| SideLeaves::new(b, f, None)))
         .map_err(|_| CompareError::Schema("two sides".into()))?;
-    let (t_leaves, g_leaves) = (t_leaves?, g_leaves?);
-    let listed = |keys: Vec<FileKey>, side: &SideLeaves| {
-        (1i64..).zip(keys).map(|(no, key)| PlanFile { key, has_md5: side.has_md5(no) }).collect()
-    };
-    let batches: Vec<RowColumns> = batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?;
-    // Each file gets the places of its rows, sorted; the rows are built from them later. A unit
-    // is mostly one dump file: room for all rows up front spares the list its doublings.
-    let rows: usize = batches.iter().map(|c| c.file_no.len()).sum();
-    let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
-    for (b, columns) in (0u32..).zip(&batches) {
-        columns.order_into(b, &mut by_file, rows);
+    PlanOutput::assemble([target_files, golden_files], &batches, [t_leaves?, g_leaves?])
+}
+
+impl PlanOutput {
+    /// The output of a comparison's plans from its parts: each side's dump files in pairing
+    /// order, the compare rows (batches of the columns [`compare_sql`] selects) and each
+    /// side's compared leaves.
+    pub(crate) fn assemble(
+        [target_files, golden_files]: [Vec<FileKey>; 2],
+        batches: &[RecordBatch],
+        [t_leaves, g_leaves]: [SideLeaves; 2],
+    ) -> Result<PlanOutput, CompareError> {
+        let listed = |keys: Vec<FileKey>, side: &SideLeaves| {
+            (1i64..).zip(keys).map(|(no, key)| PlanFile { key, has_md5: side.has_md5(no) }).collect()
+        };
+        let batches: Vec<RowColumns> = batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?;
+        // Each file gets the places of its rows, sorted; the rows are built from them later. A
+        // unit is mostly one dump file: room for all rows up front spares the list its doublings.
+        let rows: usize = batches.iter().map(|c| c.file_no.len()).sum();
+        let mut by_file: HashMap<i64, Vec<(RowOrder, u32, u32)>> = HashMap::new();
+        for (b, columns) in (0u32..).zip(&batches) {
+            columns.order_into(b, &mut by_file, rows);
+        }
+        let mut order = HashMap::with_capacity(by_file.len());
+        for (file_no, mut rows) in by_file {
+            rows.sort_unstable();
+            order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
+        }
+        Ok(PlanOutput {
+            target_files: listed(target_files, &t_leaves),
+            golden_files: listed(golden_files, &g_leaves),
+            batches,
+            leaves: [t_leaves, g_leaves],
+            order,
+        })
     }
-    let mut order = HashMap::with_capacity(by_file.len());
-    for (file_no, mut rows) in by_file {
-        rows.sort_unstable();
-        order.insert(file_no, rows.into_iter().map(|(_, b, r)| (b, r)).collect());
-    }
-    Ok(PlanOutput {
-        target_files: listed(target_files, &t_leaves),
-        golden_files: listed(golden_files, &g_leaves),
-        batches,
-        leaves: [t_leaves, g_leaves],
-        order,
-    })
 }
 
 /// The target's and the golden's dump files, in pairing order, from the file-list plan.

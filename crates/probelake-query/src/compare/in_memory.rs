@@ -1,0 +1,230 @@
+//! The comparison of two units whose tables are in memory (msprobe files read in place, see
+//! [`inputs::DumpTree`](super::inputs::DumpTree)): what `plan.rs`'s DataFusion plans give for
+//! a unit pair in a dataset, made by a hash join in plain Rust. Both build the same
+//! [`PlanOutput`], so the rows, cells and files that follow are made by one code path.
+//!
+//! For two dump.json files this is the whole comparison: no dataset is written and no plan is
+//! made, where importing both sides first spent more time encoding and decoding Parquet than
+//! comparing.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Int32Array, Int64Array, Int64Builder, RecordBatch, StringArray,
+    StringBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema};
+use probelake_msprobe::UnitTables;
+
+use super::leaves::SideLeaves;
+use super::load::FileKey;
+use super::plan::{as_type, PlanOutput};
+use super::rows::KeyRules;
+use super::threads::map_scoped;
+use super::CompareError;
+
+/// The compare rows of target unit `t` against golden unit `g`, as [`plan::run_in`] gives them
+/// for the same units in two datasets.
+///
+/// [`plan::run_in`]: super::plan::run_in
+pub(crate) fn plan_in_memory(t: &UnitTables, g: &UnitTables) -> Result<PlanOutput, CompareError> {
+    let sides = map_scoped(&[t, g], |tables| KeyedSide::new(tables));
+    let [t, g] = <[_; 2]>::try_from(sides).map_err(|_| CompareError::Schema("two sides".into()))?;
+    let (t, g) = (t?, g?);
+    let rows = join(&t, &g)?;
+    PlanOutput::assemble([t.files, g.files], &[rows], [t.leaves, g.leaves])
+}
+
+/// One side's compared leaves with their join keys.
+struct KeyedSide<'a> {
+    /// The side's dump files, in pairing order (file_no - 1).
+    files: Vec<FileKey>,
+    /// Compared leaves, in batch order.
+    rows: Vec<KeyedLeaf<'a>>,
+    leaves: SideLeaves,
+}
+
+/// A compared leaf: where it is, its order inside its entry and its join key.
+struct KeyedLeaf<'a> {
+    file_no: i64,
+    seq: i64,
+    leaf: i64,
+    state: i32,
+    name: &'a str,
+    item: &'a str,
+    /// msprobe's key: the item, or for a backward entry the item renumbered.
+    key: String,
+}
+
+/// The columns of a `dump` batch the keys are made from, borrowed from the batch (read in
+/// memory, they have the types of `probelake_format::schema::dump_schema`).
+struct KeyColumns<'a> {
+    inner_step: &'a Int64Array,
+    pid: &'a Int64Array,
+    seq: &'a Int64Array,
+    leaf: &'a Int32Array,
+    name: &'a StringArray,
+    section: &'a StringArray,
+    item: &'a StringArray,
+}
+
+impl<'a> KeyColumns<'a> {
+    fn new(batch: &'a RecordBatch) -> Result<Self, CompareError> {
+        let column =
+            |c: &str| batch.column_by_name(c).ok_or_else(|| CompareError::Schema(format!("dump column `{c}` missing")));
+        let wrong = |c: &str| CompareError::Schema(format!("dump column `{c}` has an unexpected type"));
+        let int64 = |c: &str| column(c)?.as_primitive_opt::<Int64Type>().ok_or_else(|| wrong(c));
+        let utf8 = |c: &str| column(c)?.as_string_opt::<i32>().ok_or_else(|| wrong(c));
+        Ok(KeyColumns {
+            inner_step: int64("inner_step")?,
+            pid: int64("pid")?,
+            seq: int64("seq")?,
+            leaf: column("leaf")?.as_primitive_opt::<Int32Type>().ok_or_else(|| wrong("leaf"))?,
+            name: utf8("name")?,
+            section: utf8("section")?,
+            item: utf8("item")?,
+        })
+    }
+
+    fn file(&self, i: usize) -> FileKey {
+        let at = |a: &Int64Array| a.is_valid(i).then(|| a.value(i));
+        (at(self.inner_step), at(self.pid))
+    }
+}
+
+impl<'a> KeyedSide<'a> {
+    fn new(tables: &'a UnitTables) -> Result<Self, CompareError> {
+        let columns: Vec<KeyColumns> = tables.dump.iter().map(KeyColumns::new).collect::<Result<_, _>>()?;
+        let files = dump_files(tables, &columns)?;
+        let mut rules = KeyRules::default();
+        let mut rows = Vec::new();
+        let mut compared = Vec::with_capacity(columns.len());
+        // Backward entries are renumbered within their group, by file order (`dense_rank`
+        // over their seq): their rows wait for the ranks, the others are keyed at once.
+        let mut backward: Vec<(usize, &'a str)> = Vec::new();
+        let mut groups: HashMap<(i64, &'a str), Vec<i64>> = HashMap::new();
+        for c in &columns {
+            let mut kept = Vec::with_capacity(c.name.len());
+            for i in 0..c.name.len() {
+                let (Some(name), Some(item)) = (text(c.name, i), text(c.item, i)) else {
+                    kept.push(false);
+                    continue;
+                };
+                let Some(state) = rules.compare_state(name, text(c.section, i).unwrap_or_default()) else {
+                    kept.push(false);
+                    continue;
+                };
+                let key = c.file(i);
+                let Some(file_no) = files.iter().position(|f| *f == key).map(|k| k as i64 + 1) else {
+                    kept.push(false);
+                    continue;
+                };
+                kept.push(true);
+                let (seq, leaf) = (c.seq.value(i), i64::from(c.leaf.value(i)));
+                if let Some(group) = rules.backward_group(name) {
+                    backward.push((rows.len(), group));
+                    groups.entry((file_no, group)).or_default().push(seq);
+                }
+                rows.push(KeyedLeaf { file_no, seq, leaf, state, name, item, key: String::new() });
+            }
+            compared.push(kept);
+        }
+        for seqs in groups.values_mut() {
+            seqs.sort_unstable();
+            seqs.dedup();
+        }
+        let backward_at: HashMap<usize, i64> = backward
+            .into_iter()
+            .filter_map(|(row, group)| {
+                let r = rows.get(row)?;
+                let order = groups.get(&(r.file_no, group))?.binary_search(&r.seq).ok()?;
+                Some((row, order as i64))
+            })
+            .collect();
+        for (i, row) in rows.iter_mut().enumerate() {
+            let order = backward_at.get(&i).copied().unwrap_or(0);
+            let mut key = String::with_capacity(row.item.len() + 4);
+            if rules.write_compare_key(&mut key, row.name, row.item, order) != Ok(true) {
+                return Err(CompareError::Schema(format!("no compare key for {}", row.item)));
+            }
+            row.key = key;
+        }
+        let leaves = SideLeaves::new(&tables.dump, &files, Some(&compared))?;
+        Ok(KeyedSide { files, rows, leaves })
+    }
+}
+
+fn text(a: &StringArray, i: usize) -> Option<&str> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+/// A side's dump files in pairing order: every `(inner_step, pid)` of its `source` and `dump`
+/// rows, sorted with NULLs first (as the plans' `dense_rank` numbers them).
+fn dump_files(tables: &UnitTables, columns: &[KeyColumns]) -> Result<Vec<FileKey>, CompareError> {
+    let mut files = BTreeSet::new();
+    let source = &tables.source;
+    let int64 =
+        |c: &str| Ok::<_, CompareError>(as_type(source, c, &DataType::Int64)?.as_primitive::<Int64Type>().clone());
+    let (inner, pid) = (int64("inner_step")?, int64("pid")?);
+    for i in 0..source.num_rows() {
+        files.insert((inner.is_valid(i).then(|| inner.value(i)), pid.is_valid(i).then(|| pid.value(i))));
+    }
+    for c in columns {
+        for i in 0..c.name.len() {
+            files.insert(c.file(i));
+        }
+    }
+    Ok(files.into_iter().collect())
+}
+
+/// `LEFT JOIN` of the target's keyed leaves with the golden's on `(file_no, key)`: a row per
+/// match, or one without a bench side, as a batch of the columns the plans' join selects.
+fn join(t: &KeyedSide<'_>, g: &KeyedSide<'_>) -> Result<RecordBatch, CompareError> {
+    let mut index: HashMap<(i64, &str), Vec<&KeyedLeaf<'_>>> = HashMap::with_capacity(g.rows.len());
+    for row in &g.rows {
+        index.entry((row.file_no, row.key.as_str())).or_default().push(row);
+    }
+    let n = t.rows.len();
+    let mut file_no = Int64Builder::with_capacity(n);
+    let mut names: [StringBuilder; 4] = std::array::from_fn(|_| StringBuilder::with_capacity(n, n * 48));
+    let mut matched = BooleanBuilder::with_capacity(n);
+    let mut order: [Int64Builder; 6] = std::array::from_fn(|_| Int64Builder::with_capacity(n));
+    for row in &t.rows {
+        let bench: &[&KeyedLeaf<'_>] = index.get(&(row.file_no, row.key.as_str())).map_or(&[], Vec::as_slice);
+        let bench = bench.iter().map(Some).chain(bench.is_empty().then_some(None));
+        for b in bench {
+            file_no.append_value(row.file_no);
+            names[0].append_value(row.name);
+            names[1].append_value(row.item);
+            names[2].append_option(b.map(|b| b.name));
+            names[3].append_option(b.map(|b| b.item));
+            matched.append_value(b.is_some());
+            let sides = [Some(row), b.copied()];
+            for (side, cols) in sides.iter().zip(order.chunks_mut(3)) {
+                cols[0].append_option(side.map(|s| s.seq));
+                cols[1].append_option(side.map(|s| i64::from(s.state)));
+                cols[2].append_option(side.map(|s| s.leaf));
+            }
+        }
+    }
+    let [t_name, t_item, g_name, g_item] = names.map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let [t_seq, t_state, t_leaf, g_seq, g_state, g_leaf] = order.map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("file_no", Arc::new(file_no.finish())),
+        ("t_name", t_name),
+        ("t_item", t_item),
+        ("g_name", g_name),
+        ("g_item", g_item),
+        ("matched", Arc::new(matched.finish())),
+        ("t_seq", t_seq),
+        ("t_state", t_state),
+        ("t_leaf", t_leaf),
+        ("g_seq", g_seq),
+        ("g_state", g_state),
+        ("g_leaf", g_leaf),
+    ];
+    let schema =
+        Schema::new(columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>());
+    Ok(RecordBatch::try_new(Arc::new(schema), columns.into_iter().map(|(_, a)| a).collect())?)
+}
