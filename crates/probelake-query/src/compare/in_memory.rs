@@ -7,6 +7,7 @@
 //! made, where importing both sides first spent more time encoding and decoding Parquet than
 //! comparing.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -54,7 +55,7 @@ struct KeyedLeaf<'a> {
     name: &'a str,
     item: &'a str,
     /// msprobe's key: the item, or for a backward entry the item renumbered.
-    key: String,
+    key: Cow<'a, str>,
 }
 
 /// The columns of a `dump` batch the keys are made from, borrowed from the batch (read in
@@ -126,7 +127,7 @@ impl<'a> KeyedSide<'a> {
                     backward.push((rows.len(), group));
                     groups.entry((file_no, group)).or_default().push(seq);
                 }
-                rows.push(KeyedLeaf { file_no, seq, leaf, state, name, item, key: String::new() });
+                rows.push(KeyedLeaf { file_no, seq, leaf, state, name, item, key: Cow::Borrowed(item) });
             }
             compared.push(kept);
         }
@@ -134,21 +135,16 @@ impl<'a> KeyedSide<'a> {
             seqs.sort_unstable();
             seqs.dedup();
         }
-        let backward_at: HashMap<usize, i64> = backward
-            .into_iter()
-            .filter_map(|(row, group)| {
-                let r = rows.get(row)?;
-                let order = groups.get(&(r.file_no, group))?.binary_search(&r.seq).ok()?;
-                Some((row, order as i64))
-            })
-            .collect();
-        for (i, row) in rows.iter_mut().enumerate() {
-            let order = backward_at.get(&i).copied().unwrap_or(0);
+        // Other rows' key is their item, as they were made; a backward row's is written anew.
+        for (i, group) in backward {
+            let Some(row) = rows.get_mut(i) else { continue };
+            let order = groups.get(&(row.file_no, group)).and_then(|seqs| seqs.binary_search(&row.seq).ok());
             let mut key = String::with_capacity(row.item.len() + 4);
-            if rules.write_compare_key(&mut key, row.name, row.item, order) != Ok(true) {
+            let keyed = rules.write_compare_key(&mut key, row.name, row.item, order.unwrap_or(0) as i64);
+            if order.is_none() || keyed != Ok(true) {
                 return Err(CompareError::Schema(format!("no compare key for {}", row.item)));
             }
-            row.key = key;
+            row.key = Cow::Owned(key);
         }
         let leaves = SideLeaves::new(&tables.dump, &files, Some(&compared))?;
         Ok(KeyedSide { files, rows, leaves })
@@ -183,7 +179,7 @@ fn dump_files(tables: &UnitTables, columns: &[KeyColumns]) -> Result<Vec<FileKey
 fn join(t: &KeyedSide<'_>, g: &KeyedSide<'_>) -> Result<RecordBatch, CompareError> {
     let mut index: HashMap<(i64, &str), Vec<&KeyedLeaf<'_>>> = HashMap::with_capacity(g.rows.len());
     for row in &g.rows {
-        index.entry((row.file_no, row.key.as_str())).or_default().push(row);
+        index.entry((row.file_no, row.key.as_ref())).or_default().push(row);
     }
     let n = t.rows.len();
     let mut file_no = Int64Builder::with_capacity(n);
@@ -191,7 +187,7 @@ fn join(t: &KeyedSide<'_>, g: &KeyedSide<'_>) -> Result<RecordBatch, CompareErro
     let mut matched = BooleanBuilder::with_capacity(n);
     let mut order: [Int64Builder; 6] = std::array::from_fn(|_| Int64Builder::with_capacity(n));
     for row in &t.rows {
-        let bench: &[&KeyedLeaf<'_>] = index.get(&(row.file_no, row.key.as_str())).map_or(&[], Vec::as_slice);
+        let bench: &[&KeyedLeaf<'_>] = index.get(&(row.file_no, &*row.key)).map_or(&[], Vec::as_slice);
         let bench = bench.iter().map(Some).chain(bench.is_empty().then_some(None));
         for b in bench {
             file_no.append_value(row.file_no);
