@@ -1,6 +1,6 @@
-//! Hostile msprobe files and trees given to `import`. A file that is not what msprobe writes
-//! is either refused (clear error, dataset unchanged) or kept exactly: imported, it exports
-//! back byte for byte. Nothing in between.
+//! Hostile msprobe files and trees given to `import` (and to `compare`, which reads them in
+//! place). A file that is not what msprobe writes is either refused (clear error, dataset
+//! unchanged) or kept exactly: imported, it exports back byte for byte. Nothing in between.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -258,6 +258,12 @@ fn refusals_name_the_file_and_the_place() {
     for (name, bytes, expect) in cases {
         tree(sandbox.path(), name, &bytes);
         assert_refused(sandbox.path(), &os(&["import", name, "ds", "-q"]), &expect);
+        // `compare` reads two runs of msprobe files in place (the sandbox's `good` tree is the
+        // other): the same refusal, as a file or a tree, on either side, and no result file.
+        let (bad, good) = (format!("{name}/step0/rank0/dump.json"), "good/step0/rank0/dump.json");
+        for (target, golden) in [(bad.as_str(), good), (good, bad.as_str()), (name, "good"), ("good", name)] {
+            assert_refused(sandbox.path(), &os(&["compare", target, golden, "-o", "out", "-q"]), &expect);
+        }
     }
     assert_refused(sandbox.path(), &os(&["import", "no-such-folder", "ds"]), &["no-such-folder"]);
     // A good file beside a bad one: nothing of either is committed.

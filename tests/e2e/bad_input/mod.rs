@@ -2,7 +2,7 @@
 //! other than 0, no panic, nothing written outside the destination, and the destination
 //! exactly as it was.
 //!
-//! - `dumps`: hostile msprobe files and trees given to `import`;
+//! - `dumps`: hostile msprobe files and trees given to `import` and `compare`;
 //! - `datasets`: damaged datasets given to every command that reads one;
 //! - `outputs`: a full disk and impossible output paths for every command that writes.
 //!
