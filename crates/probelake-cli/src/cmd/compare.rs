@@ -117,7 +117,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         CompareFormat::Parquet => Some(ResultFormat::Parquet),
     };
     let choice = args.units.choice()?;
-    // The scheduler first: an unreachable one fails before msprobe folders are imported.
+    // The scheduler first: an unreachable one fails before any input is opened.
     let engine = args.cluster.engine().await?;
     let runs = RunPair::open_in_place(&args.target, &args.golden, &ctx.storage).await?;
     let (target, golden) = (&runs.target, &runs.golden);

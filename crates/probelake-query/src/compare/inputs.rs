@@ -269,7 +269,7 @@ fn is_msprobe_input(arg: &str) -> bool {
 }
 
 /// Opens `arg` as msprobe files read in place.
-fn open_in_place(arg: &str, what: &'static str) -> Result<OpenedRun, InputError> {
+fn open_dumps(arg: &str, what: &'static str) -> Result<OpenedRun, InputError> {
     let dir = local_dir(arg).ok_or_else(|| InputError::Missing { what, arg: arg.to_owned() })?;
     let tree = DumpTree::discover(&dir).map_err(|source| InputError::Import {
         what,
@@ -327,10 +327,10 @@ impl RunPair {
         if !(is_msprobe_input(target_arg) && is_msprobe_input(golden_arg)) {
             return RunPair::open(target_arg, golden_arg, storage).await;
         }
-        let target = open_in_place(target_arg, "target")?;
+        let target = open_dumps(target_arg, "target")?;
         let golden = match same_place(target_arg, golden_arg) {
             true => target.share(),
-            false => open_in_place(golden_arg, "golden")?,
+            false => open_dumps(golden_arg, "golden")?,
         };
         RunPair::of(target, golden, target_arg, golden_arg).await
     }

@@ -9,7 +9,8 @@
 //!
 //! The pieces: `plan` is the DataFusion plan that selects both sides' leaves, keys them (with
 //! backward renumbering) and joins them, through the SQL functions of `crate::udf` built on
-//! `rows` (per-row rules), then puts the rows in msprobe's order; `leaves` scans each side's
+//! `rows` (per-row rules), then puts the rows in msprobe's order; `in_memory` does the same
+//! for two units read into memory from msprobe files (no dataset, no plan); `leaves` scans each side's
 //! leaves and finds a row's leaf by position, `leaf_side` reads its cells; `load` reads the per-file
 //! context (task, stacks, tensors); `stats`, `md5` and `tensor` compute the metric cells; `rules`
 //! the Result and Err_message columns; `build` builds the rows chunk by chunk and `planned`
