@@ -231,6 +231,13 @@ def test_compare_and_divergence_choices_and_errors(demo_lake, tmp_path):
         probelake.compare(lake, lake, format="html")  # type: ignore[arg-type]
     with pytest.raises(probelake.ArgumentError, match="no such file or folder"):
         probelake.compare(tmp_path / "missing", lake)
+    # msprobe files are read in place: a cut dump.json is msprobe's error, naming the file.
+    good = demo_lake.parent / "msprobe/base/step_2/actor_update/step0/rank0/dump.json"
+    cut = tmp_path / "cut/dump.json"
+    cut.parent.mkdir()
+    cut.write_bytes(good.read_bytes()[:500])
+    with pytest.raises(probelake.MsprobeError, match="cut/dump.json"):
+        probelake.compare(cut, good)
     with pytest.raises(probelake.ArgumentError, match="threshold"):
         probelake.divergence(lake, lake, threshold=-1)
     with pytest.raises(

@@ -136,7 +136,12 @@ impl From<probelake_query::QueryError> for Error {
 
 impl From<probelake_query::compare::CompareError> for Error {
     fn from(e: probelake_query::compare::CompareError) -> Self {
-        Error::chain(Kind::Compare, &e)
+        // msprobe files read in place are the input's fault, as when they are imported.
+        let kind = match &e {
+            probelake_query::compare::CompareError::Read(source) => Error::from_msprobe_kind(source),
+            _ => Kind::Compare,
+        };
+        Error::chain(kind, &e)
     }
 }
 
@@ -145,7 +150,7 @@ impl From<probelake_query::compare::inputs::InputError> for Error {
         use probelake_query::compare::inputs::InputError as I;
         let kind = match &e {
             I::Missing { .. } | I::Pairing(_) => Kind::Argument,
-            I::Import { source, .. } => Error::from_msprobe_kind(source.as_ref()),
+            I::Import { source, .. } | I::Read { source, .. } => Error::from_msprobe_kind(source.as_ref()),
             I::Open { .. } | I::Format(_) | I::Io { .. } | I::TempDir(_) => Kind::Dataset,
             _ => Kind::Internal,
         };

@@ -55,6 +55,16 @@ pub enum InputError {
         /// The cause.
         source: Box<MsprobeError>,
     },
+    /// msprobe files to be read in place could not be listed.
+    #[error("reading {what} {arg}")]
+    Read {
+        /// `target` or `golden`.
+        what: &'static str,
+        /// The input as given.
+        arg: String,
+        /// The cause.
+        source: Box<MsprobeError>,
+    },
     /// A dataset could not be opened or listed.
     #[error("opening dataset {uri}")]
     Open {
@@ -271,7 +281,7 @@ fn is_msprobe_input(arg: &str) -> bool {
 /// Opens `arg` as msprobe files read in place.
 fn open_dumps(arg: &str, what: &'static str) -> Result<OpenedRun, InputError> {
     let dir = local_dir(arg).ok_or_else(|| InputError::Missing { what, arg: arg.to_owned() })?;
-    let tree = DumpTree::discover(&dir).map_err(|source| InputError::Import {
+    let tree = DumpTree::discover(&dir).map_err(|source| InputError::Read {
         what,
         arg: arg.to_owned(),
         source: Box::new(source),
