@@ -72,6 +72,27 @@ pub struct DumpDir {
     pub pid: Option<i64>,
 }
 
+impl DumpDir {
+    /// The dump file's size in bytes (0 when it cannot be read): what progress and the
+    /// figures of import, export and compare count.
+    pub fn dump_bytes(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
+    }
+}
+
+/// `dirs` (as [`discover`] finds them, a unit's folders one after the other) grouped by unit,
+/// in order: one unit's folders become one committed unit, or are compared as one.
+pub fn by_unit<D: std::borrow::Borrow<DumpDir>>(dirs: impl IntoIterator<Item = D>) -> Vec<(Unit, Vec<D>)> {
+    let mut units: Vec<(Unit, Vec<D>)> = Vec::new();
+    for dir in dirs {
+        match units.last_mut() {
+            Some((unit, members)) if *unit == dir.borrow().unit => members.push(dir),
+            _ => units.push((dir.borrow().unit.clone(), vec![dir])),
+        }
+    }
+    units
+}
+
 /// Finds every dump folder at or below `src` (a folder or one dump file), in path order.
 pub fn discover(src: &Path, overrides: &Overrides) -> Result<Vec<DumpDir>> {
     let meta = std::fs::metadata(src).map_err(|e| MsprobeError::io(src, e))?;

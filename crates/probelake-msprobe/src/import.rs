@@ -17,7 +17,7 @@ use probelake_format::layout::{Table, Unit};
 
 use crate::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
 use crate::construct::{render_construct, take_apart_construct};
-use crate::discover::{discover, DumpDir, Overrides};
+use crate::discover::{by_unit, discover, DumpDir, Overrides};
 use crate::dump_file::{rebuilds_source, take_apart_read, DumpKind, ParsedDump};
 use crate::in_order::map_in_order;
 use crate::read_dump::{parse_dump, DumpDoc};
@@ -57,16 +57,10 @@ pub struct ImportReport {
 /// that are already there.
 pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: &dyn Progress) -> Result<ImportReport> {
     let dirs = discover(src, &options.overrides)?;
-    let mut units: Vec<(Unit, Vec<&DumpDir>)> = Vec::new();
-    for dir in &dirs {
-        match units.last_mut() {
-            Some((unit, members)) if *unit == dir.unit => members.push(dir),
-            _ => units.push((dir.unit.clone(), vec![dir])),
-        }
-    }
+    let units: Vec<(Unit, Vec<&DumpDir>)> = by_unit(&dirs);
     let replaced: Vec<Unit> = units.iter().map(|(unit, _)| unit.clone()).collect();
     lake.check_writable(&replaced).await?;
-    let total: u64 = dirs.iter().map(dir_bytes).sum();
+    let total: u64 = dirs.iter().map(DumpDir::dump_bytes).sum();
     progress.start(total, units.len());
 
     // Units are built a wave at a time, one per thread, and stored before the next wave, so
@@ -136,10 +130,6 @@ async fn commit_all(lake: &Lake, staged: Vec<StagedUnit>) -> Result<Vec<CommitRe
     Ok(records)
 }
 
-fn dir_bytes(dir: &DumpDir) -> u64 {
-    std::fs::metadata(&dir.path).map_or(0, |m| m.len())
-}
-
 type BuiltUnit = Result<(Vec<EncodedFile>, UnitCounts)>;
 
 /// Reads, checks and encodes `units`, one thread each: units are independent and this part is
@@ -155,7 +145,7 @@ fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
     let mut counts = UnitCounts::default();
     for dir in dirs {
         read_dump_dir(dir, &mut columns, &mut counts, Reading::Import)?;
-        progress.advance(dir_bytes(dir));
+        progress.advance(dir.dump_bytes());
     }
     Ok((encode_unit(&mut columns)?, counts))
 }

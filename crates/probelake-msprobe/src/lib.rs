@@ -45,7 +45,7 @@ pub use columns::{
     TensorColumns, TensorRow,
 };
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
-pub use discover::{discover, place_dump_file, DumpDir, Overrides, TreeLayout};
+pub use discover::{by_unit, discover, place_dump_file, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{
     rebuilds_source, render, take_apart, take_apart_read, take_apart_source, DumpKind, Header, LeafRow, ParsedDump,
     MAX_ENTRY_NAME_BYTES,

@@ -31,9 +31,7 @@ impl ClusterArg {
             Some(address) => remote(address).await,
         }
     }
-}
 
-impl ClusterArg {
     /// `work`, given up after `--cluster-timeout` with an error that says so.
     pub async fn within<T>(&self, work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
         let Some(secs) = self.cluster_timeout else { return work.await };

@@ -17,7 +17,7 @@ use probelake_format::lake::{UnitCounts, FORMAT_VERSION};
 use probelake_format::storage::{display_uri, local_dir, open, StorageOptions};
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
 use probelake_msprobe::{
-    discover, import, read_unit, DumpDir, ImportOptions, MsprobeError, NoProgress, Overrides, UnitTables,
+    by_unit, discover, import, read_unit, DumpDir, ImportOptions, MsprobeError, NoProgress, Overrides, UnitTables,
 };
 
 use super::pairing::{pair_units, DumpFolder, InputKind, Pairing, PairingError, PairingRule, Side, UnitChoice};
@@ -102,7 +102,7 @@ pub fn input_kind(arg: &str) -> Result<InputKind, InputError> {
     if meta.is_file() {
         return Ok(InputKind::DumpFile);
     }
-    if !meta.is_dir() || path.join("_probelake").join("manifest.json").exists() {
+    if !meta.is_dir() || is_dataset(&path) {
         return Ok(InputKind::Other);
     }
     folder_kind(&path)
@@ -213,15 +213,7 @@ pub struct DumpTree {
 impl DumpTree {
     /// The dump folders at or below `root` (a folder or one dump file), by unit.
     pub fn discover(root: &Path) -> Result<DumpTree, MsprobeError> {
-        let mut units: Vec<(Unit, Vec<DumpDir>)> = Vec::new();
-        // A unit's folders are found one after the other, as `import` groups them.
-        for dir in discover(root, &Overrides::default())? {
-            match units.last_mut() {
-                Some((unit, members)) if *unit == dir.unit => members.push(dir),
-                _ => units.push((dir.unit.clone(), vec![dir])),
-            }
-        }
-        Ok(DumpTree { root: root.to_path_buf(), units })
+        Ok(DumpTree { root: root.to_path_buf(), units: by_unit(discover(root, &Overrides::default())?) })
     }
 
     /// The units, as the records a dataset would hold for them: no files, and of the counts
@@ -236,7 +228,7 @@ impl DumpTree {
             files: Vec::new(),
             counts: UnitCounts {
                 dump_files: dirs.len() as u64,
-                json_bytes: dirs.iter().map(|d| std::fs::metadata(&d.path).map_or(0, |m| m.len())).sum(),
+                json_bytes: dirs.iter().map(DumpDir::dump_bytes).sum(),
                 ..UnitCounts::default()
             },
         };
@@ -258,7 +250,7 @@ pub async fn open_run(arg: &str, what: &'static str, storage: &StorageOptions) -
         if !dir.exists() {
             return Err(InputError::Missing { what, arg: arg.to_owned() });
         }
-        if !dir.join("_probelake/manifest.json").exists() {
+        if !is_dataset(&dir) {
             let tmp = tempfile::tempdir().map_err(InputError::TempDir)?;
             let lake = Lake::local(tmp.path())?;
             import(&dir, &lake, &ImportOptions::default(), &NoProgress).await.map_err(|source| InputError::Import {
@@ -273,9 +265,14 @@ pub async fn open_run(arg: &str, what: &'static str, storage: &StorageOptions) -
     Ok(OpenedRun { source: RunSource::Dataset(lake), _tmp: None })
 }
 
+/// Whether `dir` is a dataset's root (it has a manifest).
+fn is_dataset(dir: &Path) -> bool {
+    dir.join("_probelake/manifest.json").exists()
+}
+
 /// Whether `arg` names msprobe files on this machine (not a dataset).
 fn is_msprobe_input(arg: &str) -> bool {
-    local_dir(arg).is_some_and(|dir| dir.exists() && !dir.join("_probelake/manifest.json").exists())
+    local_dir(arg).is_some_and(|dir| dir.exists() && !is_dataset(&dir))
 }
 
 /// Opens `arg` as msprobe files read in place.
