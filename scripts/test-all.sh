@@ -52,7 +52,18 @@ venv=".venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+# Without a pip cache: the downloaded wheels would sit on disk a second time (~3 GB for torch).
+# A fresh venv needs ~7 GB; say so plainly rather than let pip fail half-way through.
+if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    free_gb=$(( $(df -Pk . | awk 'NR == 2 { print $4 }') / 1024 / 1024 ))
+    if [ "$free_gb" -lt 7 ]; then
+        echo "only ${free_gb} GB free on $(df -P . | awk 'NR == 2 { print $6 }'): the venv (torch with" \
+            "its CUDA wheels) needs ~7 GB plus room for the build; free some space and run again" >&2
+        exit 1
+    fi
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+    -r tests/python/requirements.txt
 export PROBELAKE_TEST_VENV="$(pwd)/$venv"
 
 step "cargo build --workspace --lib --tests (the tests and the Python package's native module)"
