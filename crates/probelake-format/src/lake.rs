@@ -31,7 +31,10 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowFilter,
+};
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use serde::{Deserialize, Serialize};
 
@@ -672,5 +675,105 @@ impl FetchedFile {
         let batches: std::result::Result<Vec<_>, _> = reader.collect();
         // A page that does not decode is a damaged file: say which.
         batches.map_err(|e| FormatError::Corrupt { location, message: format!("cannot decode: {e}") })
+    }
+
+    /// The file's rows in file order as batches of at most `batch_size` rows, each decoded only
+    /// when asked for: a reader that stops early leaves the rest of the file undecoded. Only the
+    /// columns named in `only` are read (in the file's order; a name the file lacks is left
+    /// out), and with `keep = Some((column, value))` only the rows whose string column
+    /// `column` equals `value`: that column is decoded first, the others only for those rows.
+    pub fn batches(self, only: &[&str], keep: Option<(&str, &str)>, batch_size: usize) -> Result<FileBatches> {
+        let FetchedFile { location, bytes } = self;
+        let parquet_error = |source| FormatError::Parquet { location: location.clone(), source };
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(parquet_error)?;
+        let roots: Vec<usize> = only.iter().filter_map(|n| builder.schema().index_of(n).ok()).collect();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let mut builder = builder.with_projection(mask).with_batch_size(batch_size.max(1));
+        if let Some((column, value)) = keep {
+            let index = builder.schema().index_of(column).map_err(|_| FormatError::Corrupt {
+                location: location.clone(),
+                message: format!("no column `{column}`"),
+            })?;
+            let value = arrow::array::StringArray::new_scalar(value);
+            let on = ProjectionMask::roots(builder.parquet_schema(), [index]);
+            let predicate = ArrowPredicateFn::new(on, move |batch: RecordBatch| {
+                arrow::compute::kernels::cmp::eq(batch.column(0), &value)
+            });
+            builder = builder.with_row_filter(RowFilter::new(vec![Box::new(predicate)]));
+        }
+        let reader = builder.build().map_err(parquet_error)?;
+        Ok(FileBatches { location, reader })
+    }
+}
+
+/// Batches of one file, decoded as they are asked for ([`FetchedFile::batches`]).
+pub struct FileBatches {
+    location: String,
+    reader: ParquetRecordBatchReader,
+}
+
+impl FileBatches {
+    /// The file, as errors name it.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+impl Iterator for FileBatches {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let location = &self.location;
+        self.reader.next().map(|batch| {
+            batch.map_err(|e| FormatError::Corrupt {
+                location: location.clone(),
+                message: format!("cannot decode: {e}"),
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, AsArray, Int64Array, StringArray};
+
+    /// A file of 1,000 rows: `seq` 0.., `section` alternating input/output, `item` per row.
+    fn fetched() -> FetchedFile {
+        let n = 1000;
+        let batch = RecordBatch::try_from_iter([
+            ("seq", Arc::new(Int64Array::from_iter_values(0..n)) as arrow::array::ArrayRef),
+            ("section", Arc::new(StringArray::from_iter_values((0..n).map(|i| ["input", "output"][i as usize % 2])))),
+            ("item", Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("item {i}"))))),
+        ])
+        .expect("batch");
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, batch.schema(), None).expect("writer");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+        FetchedFile { location: "mem/file.parquet".into(), bytes: Bytes::from(bytes) }
+    }
+
+    #[test]
+    fn batches_keep_the_rows_asked_for_a_batch_at_a_time() {
+        let mut batches = fetched().batches(&["seq", "item", "nope"], Some(("section", "output")), 100).expect("open");
+        let first = batches.next().expect("a batch").expect("decodes");
+        // Only the columns named (one the file lacks is left out), only `output` rows.
+        assert_eq!(first.schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>(), ["seq", "item"]);
+        assert_eq!(first.num_rows(), 100);
+        let seq = first.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!((seq.value(0), seq.value(99)), (1, 199));
+        assert_eq!(first.column(1).as_string::<i32>().value(0), "item 1");
+        let rest: usize = batches.map(|b| b.expect("decodes").num_rows()).sum();
+        assert_eq!(rest, 400);
+    }
+
+    #[test]
+    fn batches_name_the_file_when_it_is_not_parquet() {
+        let file = FetchedFile { location: "mem/bad.parquet".into(), bytes: Bytes::from_static(b"not parquet") };
+        let err = file.batches(&["seq"], None, 10).err().expect("refused").to_string();
+        assert!(err.contains("mem/bad.parquet"), "{err}");
+        let err = fetched().batches(&["seq"], Some(("nope", "x")), 10).err().expect("refused").to_string();
+        assert!(err.contains("mem/file.parquet") && err.contains("`nope`"), "{err}");
     }
 }
