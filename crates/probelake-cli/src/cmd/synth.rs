@@ -37,6 +37,7 @@ is left half written), 130 when interrupted by Ctrl-C.
 Examples:
   probelake synth ./dumps/base                              # the demo's shape: 2 layers, 2 steps, 3 stages
   probelake synth ./dumps/bug --bug                         # the same run, last layer's attention off by 1 %
+  probelake synth ./dumps/early --bug-layer 0               # ... off in the first layer instead
   probelake synth ./dumps/big --layers 64 --ranks 32        # ~1M dump leaves
   probelake synth ./dumps/pair --layout msprobe --steps 1 --layers 250   # one ~10 MB msprobe compare input
   probelake synth ./dumps/t --layout msprobe --steps 1 --task tensor     # .pt files, as msprobe compare reads them
@@ -72,6 +73,10 @@ pub struct Args {
     /// Scale the last layer's attention by 1.01: the numeric bug `probelake demo` hunts.
     #[arg(long)]
     pub bug: bool,
+    /// Put the bug into this layer (0-based) instead of the last: 0 makes the runs part early
+    /// in execution order. Implies --bug.
+    #[arg(long, value_name = "LAYER")]
+    pub bug_layer: Option<usize>,
     /// Forward only: no backward or optimizer entries in training stages.
     #[arg(long)]
     pub no_backward: bool,
@@ -125,6 +130,9 @@ impl Args {
         if self.layers == 0 || self.ranks == 0 || self.steps <= 0 {
             bail!("--layers, --ranks and --steps must be at least 1");
         }
+        if let Some(layer) = self.bug_layer.filter(|&l| l >= self.layers) {
+            bail!("--bug-layer {layer}: the model has layers 0..{}; give one of them", self.layers - 1);
+        }
         let layout = match self.layout {
             LayoutArg::Verl => SynthLayout::Verl,
             LayoutArg::Msprobe => SynthLayout::Msprobe,
@@ -156,7 +164,10 @@ impl Args {
             layout,
             backward: !self.no_backward,
             seed: self.seed,
-            attention_scale_bug: self.bug.then(|| (self.layers - 1, 1.01)),
+            attention_scale_bug: match self.bug_layer {
+                Some(layer) => Some((layer, 1.01)),
+                None => self.bug.then(|| (self.layers - 1, 1.01)),
+            },
             ..SynthSpec::demo()
         })
     }
@@ -246,6 +257,9 @@ mod tests {
         assert_eq!(spec(&["out", "--task", "md5"])?.task, SynthTask::Md5);
         assert!(spec(&["out", "--layers", "0"]).is_err());
         assert!(spec(&["out", "--steps", "0"]).is_err());
+        assert_eq!(spec(&["out", "--layers", "4", "--bug-layer", "0"])?.attention_scale_bug, Some((0, 1.01)));
+        let err = spec(&["out", "--layers", "4", "--bug-layer", "4"]).unwrap_err().to_string();
+        assert!(err.contains("layers 0..3"), "{err}");
         Ok(())
     }
 }
