@@ -2,6 +2,11 @@
 
 use std::path::Path;
 
+use probelake_format::Lake;
+use probelake_query::datafusion::arrow::util::pretty::pretty_format_batches;
+use probelake_query::divergence::first_divergence_sql;
+use probelake_query::{Run, RunSession};
+
 use crate::cli;
 use crate::fixtures::root;
 
@@ -135,4 +140,92 @@ fn divergence_pairs_a_step_with_another_step() {
         cli::probelake([os("divergence"), run.as_os_str(), run.as_os_str(), os("--target-stage"), os("actor_update")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--target-stage actor_update needs --golden-stage"));
+}
+
+/// The rows of `sql/first_divergence.sql` and of the `first_divergence` table function (which
+/// stops reading each unit pair at its first divergence) for `target` against `golden`, at
+/// several thresholds, printed whole: they must be equal to the last digit.
+async fn query_and_function(target: &Lake, golden: &Lake) -> Vec<(String, String, String)> {
+    let session = RunSession::open(vec![Run::new("target", target.clone()), Run::new("golden", golden.clone())], false)
+        .await
+        .expect("session");
+    let session = &session;
+    let mut out = Vec::new();
+    for threshold in [0.0, 1e-3, 0.5, 2.0] {
+        let text = first_divergence_sql(threshold).expect("sql");
+        let function = format!("SELECT * FROM first_divergence({threshold:?})");
+        let [by_text, by_function] = [text, function].map(|sql| async move {
+            // Printed without the header: no batch at all prints none.
+            let batches = session.collect(&sql).await.expect("query");
+            let rows: Vec<_> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
+            pretty_format_batches(&rows).expect("print").to_string()
+        });
+        let (by_text, by_function) = (by_text.await, by_function.await);
+        out.push((format!("threshold {threshold}"), by_text, by_function));
+    }
+    out
+}
+
+async fn import_into(src: &Path, dir: &Path) -> Lake {
+    let lake = Lake::local(dir).expect("lake");
+    probelake_msprobe::import(src, &lake, &Default::default(), &probelake_msprobe::NoProgress).await.expect("import");
+    lake
+}
+
+/// Synthesized runs of every level, task and layout, with the bug in the first layer, the last
+/// layer or nowhere, and the real runs of `../shared/fixtures` (proc folders whose pids differ
+/// between runs, two ranks, bf16 against fp32, NaN statistics): the function gives the query's
+/// rows.
+#[tokio::test(flavor = "multi_thread")]
+async fn first_divergence_function_gives_the_query_s_rows() {
+    use probelake_synth::{SynthLayout, SynthLevel, SynthSpec, SynthTask};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut pairs: Vec<(String, Lake, Lake)> = Vec::new();
+    let cases = [
+        ("l1 verl, bug in layer 0", SynthLevel::L1, SynthTask::Statistics, SynthLayout::Verl, Some(0)),
+        ("mix verl, bug in the last layer", SynthLevel::Mix, SynthTask::Statistics, SynthLayout::Verl, Some(2)),
+        ("mix msprobe md5, bug in layer 1", SynthLevel::Mix, SynthTask::Md5, SynthLayout::Msprobe, Some(1)),
+        ("l0 msprobe, no bug", SynthLevel::L0, SynthTask::Statistics, SynthLayout::Msprobe, None),
+    ];
+    for (i, (what, level, task, layout, bug)) in cases.into_iter().enumerate() {
+        let base = SynthSpec { layers: 3, ranks: 2, level, task, layout, ..SynthSpec::demo() };
+        let base = match layout {
+            SynthLayout::Msprobe => SynthSpec { global_steps: vec![0, 1], ..base },
+            SynthLayout::Verl => base,
+        };
+        let buggy = SynthSpec { attention_scale_bug: bug.map(|layer| (layer, 1.01)), ..base.clone() };
+        let dir = tmp.path().join(i.to_string());
+        probelake_synth::write_run(&base, &dir.join("golden-src")).expect("synth");
+        probelake_synth::write_run(&buggy, &dir.join("target-src")).expect("synth");
+        let golden = import_into(&dir.join("golden-src"), &dir.join("golden")).await;
+        let target = import_into(&dir.join("target-src"), &dir.join("target")).await;
+        pairs.push((what.to_string(), target, golden));
+    }
+    if let Some(root) = crate::fixtures::root() {
+        let runs = root.join("runs");
+        for (target, golden) in [
+            ("verl-l1-stats-attnbug", "verl-l1-stats-base"),
+            ("plain-l1-tensor-attnbug", "plain-l1-tensor-base"),
+            ("plain-l1-md5-bf16-nan", "plain-l1-md5-bf16-base"),
+            ("plain-mix-stats-2rank-bf16", "plain-mix-stats-2rank"),
+        ] {
+            let t = import_into(&runs.join(target), &tmp.path().join(target)).await;
+            let g = import_into(&runs.join(golden), &tmp.path().join(golden)).await;
+            pairs.push((format!("{target} vs {golden}"), t, g));
+        }
+    }
+    let mut differing = Vec::new();
+    let mut rows = 0;
+    for (what, target, golden) in &pairs {
+        for (threshold, by_text, by_function) in query_and_function(target, golden).await {
+            rows += by_text.lines().count();
+            if by_text != by_function {
+                differing.push(format!("{what}, {threshold}:\nquery text:\n{by_text}\nfunction:\n{by_function}"));
+            }
+        }
+    }
+    assert!(differing.is_empty(), "{}", differing.join("\n"));
+    // Not vacuous: most cases diverge somewhere.
+    assert!(rows > 100, "only {rows} lines printed");
 }

@@ -6,6 +6,8 @@
 -- same op, not by their call counter. `after_communication` says whether a communication op
 -- (all_reduce, send, broadcast, ...) ran before the divergence on that rank: msprobe -da
 -- names, per step folder, only the ranks where it is false when there are any (docs/compare.md).
+-- In probelake, `SELECT * FROM first_divergence(0.5)` gives the same rows, reading each unit
+-- only up to its first divergence (docs/sql.md); this text is the portable definition.
 WITH params AS (SELECT 0.5 AS threshold),
 outputs AS (
     SELECT 'target' AS side, step, stage, rank, inner_step, pid, seq, name, op, direction, item,

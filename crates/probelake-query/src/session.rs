@@ -22,6 +22,7 @@ use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use probelake_format::{CommitRecord, Lake, Table};
 
+use crate::divergence::{FirstDivergenceFunction, RunUnits};
 use crate::error::{QueryError, Result};
 use crate::table::LakeTable;
 
@@ -100,9 +101,11 @@ impl Engine for LocalEngine {
 pub struct RunSession {
     ctx: SessionContext,
     runs: Vec<RunSummary>,
-    /// Each run's dataset and the units its tables show, to name a damaged file after a
-    /// query fails on one ([`RunSession::first_damaged_file`]).
-    datasets: Vec<(Lake, Vec<CommitRecord>)>,
+    /// Each run's name, dataset and the units its tables show: to name a damaged file after a
+    /// query fails on one ([`RunSession::first_damaged_file`]), and for `first_divergence`.
+    datasets: Vec<(String, RunUnits)>,
+    /// Whether plans run on a cluster.
+    remote: bool,
     allow_write: bool,
 }
 
@@ -189,9 +192,13 @@ impl RunSession {
                 units: units.len(),
                 files,
             });
-            datasets.push((run.lake.clone(), units));
+            datasets.push((run.name.clone(), RunUnits { lake: run.lake.clone(), units: Arc::new(units) }));
         }
-        Ok(RunSession { ctx, runs: summaries, datasets, allow_write })
+        // It reads the datasets in this process: a cluster runs the query text instead.
+        if !engine.is_remote() {
+            ctx.register_udtf("first_divergence", Arc::new(FirstDivergenceFunction::new(datasets.clone())));
+        }
+        Ok(RunSession { ctx, runs: summaries, datasets, remote: engine.is_remote(), allow_write })
     }
 
     /// The first data file of the session's runs that cannot be read or does not decode, as
@@ -199,8 +206,8 @@ impl RunSession {
     /// say what is wrong but not in which file: call this after a query fails on its data. It
     /// reads every file of every run.
     pub async fn first_damaged_file(&self) -> Option<probelake_format::FormatError> {
-        for (lake, units) in &self.datasets {
-            if let Some(damage) = lake.first_damaged_file(units).await {
+        for (_, run) in &self.datasets {
+            if let Some(damage) = run.lake.first_damaged_file(&run.units).await {
                 return Some(damage);
             }
         }
@@ -215,6 +222,15 @@ impl RunSession {
     /// The runs, in the order given.
     pub fn runs(&self) -> &[RunSummary] {
         &self.runs
+    }
+
+    /// The run named `name` as this process reads it, or `None` when there is none or plans
+    /// run on a cluster.
+    pub(crate) fn local_run(&self, name: &str) -> Option<&RunUnits> {
+        if self.remote {
+            return None;
+        }
+        self.datasets.iter().find(|(n, _)| n == name).map(|(_, run)| run)
     }
 
     fn options(&self) -> SQLOptions {

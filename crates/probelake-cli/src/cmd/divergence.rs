@@ -43,11 +43,13 @@ For every pair of units (below): the first entry, in execution order, with an ou
 min, mean or norm has a relative error above --threshold (msprobe's -da rule; 0 finds the first
 difference of any size), with the statistics on both sides and the chain of modules above it
 (from construct.json; empty for L1 dumps). msprobe does this per step folder of one stage; this
-does all pairs at once. It is sql/first_divergence.sql, with each golden unit shown under its
-target unit's key: the step, stage and rank of a row are the target's.
+does all pairs at once. The rows are those of sql/first_divergence.sql, with each golden unit
+shown under its target unit's key: the step, stage and rank of a row are the target's. Each
+unit pair is read in execution order and only up to its first divergence (the SQL table
+function first_divergence(threshold), docs/sql.md).
 
-With --cluster HOST:PORT the query and the module chains' lookups run on a probelake cluster
-(docs/cluster.md); pairing the units and joining the chains happen here.
+With --cluster HOST:PORT the query text and the module chains' lookups run on a probelake
+cluster (docs/cluster.md); pairing the units and joining the chains happen here.
 
 {PAIRING_HELP}
 Exit code: 0 when the runs never part, 1 when they do, 2 on errors.

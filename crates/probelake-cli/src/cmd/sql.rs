@@ -20,8 +20,10 @@ use crate::uri::open_existing;
 #[command(after_help = "\
 Every run is a schema with the tables dump, stack, construct, tensor and source; the first run
 is also the default schema. Partition columns: step BIGINT, stage VARCHAR, rank BIGINT, api
-VARCHAR (dump, tensor). msprobe functions: rel_err, is_finite_stats, shape_numel, item_slot
-(docs/sql.md). Only committed units are visible. Without -c or -f, an interactive prompt opens
+VARCHAR (dump, tensor). msprobe functions: rel_err, is_finite_stats, shape_numel, item_slot;
+table function first_divergence(threshold [, 'target', 'golden']), the rows of
+sql/first_divergence.sql read only up to each unit's first divergence (docs/sql.md). Only
+committed units are visible. Without -c or -f, an interactive prompt opens
 (\\d lists tables, \\d TABLE describes one, \\runs lists runs, \\q quits).
 
 With --cluster HOST:PORT the statements run on a probelake cluster (docs/cluster.md), with the
@@ -34,6 +36,7 @@ it (\\q, Ctrl-D) exits 0.
 Examples:
   probelake sql ./lake/run-a -c \"SELECT stage, count(*) FROM dump GROUP BY stage\"
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
+  probelake sql --run target=./lake/bug --run golden=./lake/base -c \"SELECT * FROM first_divergence(0.5)\"
   probelake sql --run a=./lake/a -c \"SELECT * FROM dump WHERE NOT is_finite_stats(max, min, mean, norm)\" --format csv")]
 pub struct Args {
     /// A dataset as NAME=PATH (repeatable); NAME becomes its SQL schema.

@@ -8,6 +8,13 @@
 //! unit (its files keep their paths), so a relabelled record reads its own files under the
 //! target's key.
 
+mod runs;
+mod table_function;
+mod unit_pair;
+
+pub(crate) use runs::RunUnits;
+pub use table_function::FirstDivergenceFunction;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -20,7 +27,7 @@ use crate::{QueryError, Result, Run, RunSession};
 
 /// The canned query, as kept in `sql/first_divergence.sql`: threshold 0.5 (msprobe's rule),
 /// runs named `target` and `golden`.
-pub const FIRST_DIVERGENCE_SQL: &str = include_str!("../sql/first_divergence.sql");
+pub const FIRST_DIVERGENCE_SQL: &str = include_str!("../../sql/first_divergence.sql");
 
 /// The line of [`FIRST_DIVERGENCE_SQL`] that holds the threshold.
 const THRESHOLD_LINE: &str = "SELECT 0.5 AS threshold";
@@ -74,15 +81,26 @@ pub async fn divergence_session_on(
 /// the query's columns and `modules`, the enclosing modules of the entry, outermost first,
 /// joined by ` > ` (from construct.json; empty for L1 dumps). Rows are units where the runs
 /// part; the schema is returned even when there are none.
+///
+/// In a local session the rows come from the `first_divergence` table function, which reads
+/// each unit pair in execution order and stops at its first divergence; on a cluster, from the
+/// query text. Both give the same rows.
 pub async fn first_divergence(session: &RunSession, threshold: f64) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let query = first_divergence_sql(threshold)?;
-    let frame = session
-        .sql(&query)
-        .await?
-        .ok_or_else(|| QueryError::Argument("sql/first_divergence.sql holds no query".into()))?;
-    let schema = with_modules(frame.schema().inner());
+    let rows = match (session.local_run("target"), session.local_run("golden")) {
+        (Some(target), Some(golden)) => vec![runs::first_divergences(target, golden, threshold).await?],
+        _ => {
+            session
+                .sql(&query)
+                .await?
+                .ok_or_else(|| QueryError::Argument("sql/first_divergence.sql holds no query".into()))?
+                .collect()
+                .await?
+        }
+    };
+    let schema = with_modules(&rows.first().map_or_else(runs::schema, |b| b.schema()));
     let mut batches = Vec::new();
-    for batch in frame.collect().await? {
+    for batch in rows {
         batches.push(add_module_chain(session, &batch, &schema).await?);
     }
     Ok((schema, batches))

@@ -1,0 +1,125 @@
+//! The first divergence of every unit pair of two runs, each pair searched on a core of its
+//! own ([`unit_pair`](super::unit_pair)): the rows of `sql/first_divergence.sql`, in its order.
+
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::error::DataFusionError;
+use futures::{StreamExt, TryStreamExt};
+use probelake_format::lake::FetchedFile;
+use probelake_format::{CommitRecord, Lake, Table, Unit};
+
+use super::unit_pair::{first_communication, first_divergence, Diverging, COMMUNICATION_APIS};
+use crate::{QueryError, Result};
+
+/// A run as the search reads it: its dataset and the units it shows.
+#[derive(Debug, Clone)]
+pub(crate) struct RunUnits {
+    pub lake: Lake,
+    pub units: Arc<Vec<CommitRecord>>,
+}
+
+/// The columns of `sql/first_divergence.sql`.
+pub(crate) fn schema() -> SchemaRef {
+    static S: OnceLock<SchemaRef> = OnceLock::new();
+    S.get_or_init(|| {
+        let float = |name: &str| Field::new(name, DataType::Float64, true);
+        Arc::new(Schema::new(vec![
+            Field::new("step", DataType::Int64, false),
+            Field::new("stage", DataType::Utf8, false),
+            Field::new("rank", DataType::Int64, false),
+            Field::new("first_divergence", DataType::Utf8, false),
+            Field::new("item", DataType::Utf8, false),
+            float("rel_err"),
+            float("target_max"),
+            float("golden_max"),
+            float("target_norm"),
+            float("golden_norm"),
+            Field::new("after_communication", DataType::Boolean, false),
+        ]))
+    })
+    .clone()
+}
+
+/// One unit pair's answer.
+struct Found {
+    unit: Unit,
+    row: Diverging,
+    after_communication: bool,
+}
+
+/// The first diverging row of every unit present in both runs (paired by equal step, stage and
+/// rank), ordered by step, stage and rank: `sql/first_divergence.sql`'s rows.
+pub(crate) async fn first_divergences(target: &RunUnits, golden: &RunUnits, threshold: f64) -> Result<RecordBatch> {
+    let mut pairs: Vec<(CommitRecord, CommitRecord)> = target
+        .units
+        .iter()
+        .filter_map(|t| golden.units.iter().find(|g| g.unit == t.unit).map(|g| (t.clone(), g.clone())))
+        .collect();
+    pairs.sort_by(|a, b| {
+        (a.0.unit.step, &a.0.unit.stage, a.0.unit.rank).cmp(&(b.0.unit.step, &b.0.unit.stage, b.0.unit.rank))
+    });
+    // Two pairs per core: one reads its files while the other searches.
+    let in_flight = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    let found: Vec<Option<Found>> = futures::stream::iter(pairs)
+        .map(|(t, g)| search_pair(&target.lake, &golden.lake, t, g, threshold))
+        .buffered(in_flight)
+        .try_collect()
+        .await?;
+    batch(found.into_iter().flatten().collect())
+}
+
+async fn search_pair(
+    target_lake: &Lake,
+    golden_lake: &Lake,
+    target: CommitRecord,
+    golden: CommitRecord,
+    threshold: f64,
+) -> Result<Option<Found>> {
+    let (target_files, golden_files) =
+        futures::try_join!(fetch(target_lake, &target, |_| true), fetch(golden_lake, &golden, |_| true))?;
+    let unique = golden.counts.dump_files <= 1;
+    let row = blocking(move || first_divergence(target_files, golden_files, threshold, unique)).await?;
+    let Some(row) = row else { return Ok(None) };
+    let communication = fetch(target_lake, &target, |api| api.is_some_and(|a| COMMUNICATION_APIS.contains(&a))).await?;
+    let first = blocking(move || first_communication(communication)).await?;
+    Ok(Some(Found { after_communication: first.is_some_and(|seq| seq < row.seq), unit: target.unit, row }))
+}
+
+/// The unit's dump files whose api family `wanted` accepts, fetched.
+async fn fetch(lake: &Lake, record: &CommitRecord, wanted: impl Fn(Option<&str>) -> bool) -> Result<Vec<FetchedFile>> {
+    let files = record.files_of(Table::Dump).filter(|f| wanted(f.api.as_deref()));
+    Ok(futures::future::try_join_all(files.map(|f| lake.fetch_file(f))).await?)
+}
+
+/// Runs `work` (decoding, all CPU) off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::result::Result<T, probelake_format::FormatError> + Send + 'static,
+) -> Result<T> {
+    SpawnedTask::spawn_blocking(work)
+        .join_unwind()
+        .await
+        .map_err(|e| QueryError::DataFusion(DataFusionError::ExecutionJoin(Box::new(e))))?
+        .map_err(QueryError::Format)
+}
+
+fn batch(found: Vec<Found>) -> Result<RecordBatch> {
+    let floats =
+        |f: &dyn Fn(&Found) -> Option<f64>| -> ArrayRef { Arc::new(found.iter().map(f).collect::<Float64Array>()) };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(found.iter().map(|f| f.unit.step).collect::<Int64Array>()),
+        Arc::new(found.iter().map(|f| Some(f.unit.stage.as_str())).collect::<StringArray>()),
+        Arc::new(found.iter().map(|f| f.unit.rank).collect::<Int64Array>()),
+        Arc::new(found.iter().map(|f| Some(f.row.name.as_str())).collect::<StringArray>()),
+        Arc::new(found.iter().map(|f| Some(f.row.item.as_str())).collect::<StringArray>()),
+        floats(&|f| Some(f.row.rel_err)),
+        floats(&|f| f.row.max.0),
+        floats(&|f| f.row.max.1),
+        floats(&|f| f.row.norm.0),
+        floats(&|f| f.row.norm.1),
+        Arc::new(found.iter().map(|f| Some(f.after_communication)).collect::<BooleanArray>()),
+    ];
+    RecordBatch::try_new(schema(), columns).map_err(|e| QueryError::DataFusion(e.into()))
+}
