@@ -736,7 +736,7 @@ impl Iterator for FileBatches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Array, AsArray, Int64Array, StringArray};
+    use arrow::array::{AsArray, Int64Array, StringArray};
 
     /// A file of 1,000 rows: `seq` 0.., `section` alternating input/output, `item` per row.
     fn fetched() -> FetchedFile {

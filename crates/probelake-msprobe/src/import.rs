@@ -214,8 +214,12 @@ pub(crate) enum Reading {
     /// To be stored: every file is checked to rebuild byte for byte from its rows.
     Import,
     /// To be compared in memory: the rows alone, without the checks and side files
-    /// (construct.json) that only a stored unit's export needs.
-    Compare,
+    /// (construct.json) that only a stored unit's export needs; stack.json only with `stack`
+    /// (a comparison prints the target's stacks, never the golden side's).
+    Compare {
+        /// Whether stack.json is read.
+        stack: bool,
+    },
 }
 
 /// Reads one dump folder into the unit's columns.
@@ -229,10 +233,13 @@ pub(crate) fn read_dump_dir(
     let bytes = read_file(&dir.path)?;
     let stack_path = dir.dir.join("stack.json");
     let construct_path = dir.dir.join("construct.json");
-    let stack = read_if_present(&stack_path)?;
+    let stack = match reading {
+        Reading::Import | Reading::Compare { stack: true } => read_if_present(&stack_path)?,
+        Reading::Compare { stack: false } => None,
+    };
     let construct = match reading {
         Reading::Import => read_if_present(&construct_path)?,
-        Reading::Compare => None,
+        Reading::Compare { .. } => None,
     };
     let files = DumpFiles {
         path: &dir.path,
@@ -278,7 +285,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
 
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole. Rows read to be compared are never written back.
-    let rebuilds = files.reading == Reading::Compare || rebuilds_source(&parsed, bytes)?;
+    let rebuilds = files.reading != Reading::Import || rebuilds_source(&parsed, bytes)?;
     let original = (!rebuilds).then_some(bytes);
     if original.is_some() {
         if files.relayout.is_some() {

@@ -30,22 +30,23 @@ pub struct UnitTables {
 /// as [`discover`](crate::discover()) finds them) into its tables: the rows `import` stores,
 /// for reading, not writing back. A file `import` refuses for its syntax or content is refused
 /// here with the same error; what only writing back needs (the byte-for-byte round trip,
-/// construct.json) is not read.
+/// construct.json) is not read, nor stack.json unless `with_stack` (a comparison prints the
+/// target's stacks only, as msprobe does; `stack` is then `None`).
 ///
 /// ```no_run
 /// # fn demo() -> probelake_msprobe::Result<()> {
 /// use probelake_msprobe::{discover, read_unit, Overrides};
 ///
 /// let dirs = discover(std::path::Path::new("run/step0/rank0/dump.json"), &Overrides::default())?;
-/// let tables = read_unit(&dirs.iter().collect::<Vec<_>>())?;
+/// let tables = read_unit(&dirs.iter().collect::<Vec<_>>(), true)?;
 /// println!("{} leaves", tables.counts.leaves);
 /// # Ok(()) }
 /// ```
-pub fn read_unit(dirs: &[&DumpDir]) -> Result<UnitTables> {
+pub fn read_unit(dirs: &[&DumpDir], with_stack: bool) -> Result<UnitTables> {
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();
     for dir in dirs {
-        read_dump_dir(dir, &mut columns, &mut counts, Reading::Compare)?;
+        read_dump_dir(dir, &mut columns, &mut counts, Reading::Compare { stack: with_stack })?;
     }
     let dump = columns.dump.values_mut().map(|c| c.finish()).collect::<std::result::Result<_, _>>()?;
     let tensor = columns.tensor.values_mut().map(|c| c.finish()).collect::<std::result::Result<_, _>>()?;

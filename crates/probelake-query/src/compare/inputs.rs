@@ -235,11 +235,12 @@ impl DumpTree {
         self.units.iter().map(record).collect()
     }
 
-    /// Reads `unit`'s files into its tables.
-    pub fn read(&self, unit: &Unit) -> Result<UnitTables, MsprobeError> {
+    /// Reads `unit`'s files into its tables, its stack.json too when `with_stack` (the
+    /// target's: a comparison prints no golden stack).
+    pub fn read(&self, unit: &Unit, with_stack: bool) -> Result<UnitTables, MsprobeError> {
         let dirs: Vec<&DumpDir> =
             self.units.iter().filter(|(u, _)| u == unit).flat_map(|(_, dirs)| dirs.iter()).collect();
-        read_unit(&dirs)
+        read_unit(&dirs, with_stack)
     }
 }
 

@@ -368,9 +368,9 @@ impl Comparison {
         g: &CommitRecord,
     ) -> Result<PlannedUnit, CompareError> {
         let started = std::time::Instant::now();
-        let trees = [(Arc::clone(target), t.unit.clone()), (Arc::clone(golden), g.unit.clone())];
+        let trees = [(Arc::clone(target), t.unit.clone(), true), (Arc::clone(golden), g.unit.clone(), false)];
         let read = SpawnedTask::spawn_blocking(move || {
-            let tables = threads::map_scoped(&trees, |(tree, unit)| tree.read(unit));
+            let tables = threads::map_scoped(&trees, |(tree, unit, with_stack)| tree.read(unit, *with_stack));
             let [t_tables, g_tables] =
                 <[_; 2]>::try_from(tables).map_err(|_| CompareError::Schema("two sides".into()))?;
             let tables = [t_tables.map_err(read_error)?, g_tables.map_err(read_error)?];
