@@ -22,7 +22,8 @@ use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use probelake_format::{CommitRecord, Lake, Table};
 
-use crate::divergence::{FirstDivergenceFunction, RunUnits};
+use crate::divergence::runs::RunUnits;
+use crate::divergence::table_function::FirstDivergenceFunction;
 use crate::error::{QueryError, Result};
 use crate::table::LakeTable;
 

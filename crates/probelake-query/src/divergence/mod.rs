@@ -8,11 +8,12 @@
 //! unit (its files keep their paths), so a relabelled record reads its own files under the
 //! target's key.
 
-mod runs;
-mod table_function;
+// The session registers the table function and keeps its runs as `RunUnits`: it takes them
+// from these files, not from this one, which builds on the session.
+pub(crate) mod runs;
+pub(crate) mod table_function;
 mod unit_pair;
 
-pub(crate) use runs::RunUnits;
 pub use table_function::FirstDivergenceFunction;
 
 use std::collections::HashMap;
