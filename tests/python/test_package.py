@@ -280,6 +280,25 @@ def test_divergence_is_the_clis(demo_lake, tmp_path):
     assert probelake.divergence(target, golden, threshold=0.0).num_rows > 0
 
 
+def test_first_divergence_table_function_is_the_query(demo_lake):
+    runs = {"target": demo_lake / "attnbug", "golden": demo_lake / "base"}
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(repo, "sql", "first_divergence.sql")) as f:
+        text = f.read()
+    for threshold in ("0.5", "0"):
+        query = text.replace(
+            "SELECT 0.5 AS threshold", f"SELECT {threshold} AS threshold"
+        )
+        by_text = probelake.sql(query, **runs).to_pandas()
+        by_function = probelake.sql(
+            f"SELECT * FROM first_divergence({threshold})", **runs
+        ).to_pandas()
+        assert len(by_function) > 0
+        assert by_function.equals(by_text), threshold
+    with pytest.raises(probelake.QueryError, match="no run named `nope`"):
+        probelake.sql("SELECT * FROM first_divergence(0.5, 'nope')", **runs).to_pandas()
+
+
 def test_import_export_round_trip(demo_lake, tmp_path):
     units = probelake.open(demo_lake / "base").units()
     probelake.export_msprobe(demo_lake / "base", tmp_path / "msprobe")
