@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use datafusion::arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::HashMap;
 use datafusion::error::DataFusionError;
 use futures::{StreamExt, TryStreamExt};
 use probelake_format::lake::FetchedFile;
@@ -53,14 +54,14 @@ struct Found {
 /// The first diverging row of every unit present in both runs (paired by equal step, stage and
 /// rank), ordered by step, stage and rank: `sql/first_divergence.sql`'s rows.
 pub(crate) async fn first_divergences(target: &RunUnits, golden: &RunUnits, threshold: f64) -> Result<RecordBatch> {
+    let golden_units: HashMap<&Unit, &CommitRecord> = golden.units.iter().map(|g| (&g.unit, g)).collect();
     let mut pairs: Vec<(CommitRecord, CommitRecord)> = target
         .units
         .iter()
-        .filter_map(|t| golden.units.iter().find(|g| g.unit == t.unit).map(|g| (t.clone(), g.clone())))
+        .filter_map(|t| golden_units.get(&t.unit).map(|g| (t.clone(), (*g).clone())))
         .collect();
-    pairs.sort_by(|a, b| {
-        (a.0.unit.step, &a.0.unit.stage, a.0.unit.rank).cmp(&(b.0.unit.step, &b.0.unit.stage, b.0.unit.rank))
-    });
+    // `Unit`'s order is (step, stage, rank): the query's ORDER BY.
+    pairs.sort_by(|a, b| a.0.unit.cmp(&b.0.unit));
     // Two pairs per core: one reads its files while the other searches.
     let in_flight = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
     let found: Vec<Option<Found>> = futures::stream::iter(pairs)
