@@ -213,13 +213,10 @@ fn indent_of(layout: Layout) -> Option<i32> {
 pub(crate) enum Reading {
     /// To be stored: every file is checked to rebuild byte for byte from its rows.
     Import,
-    /// To be compared in memory: the rows alone, without the checks and side files
-    /// (construct.json) that only a stored unit's export needs; stack.json only with `stack`
-    /// (a comparison prints the target's stacks, never the golden side's).
-    Compare {
-        /// Whether stack.json is read.
-        stack: bool,
-    },
+    /// To be compared in memory: the rows alone, without the checks and side files that only
+    /// a stored unit's export needs (construct.json), and without stack.json, which a
+    /// comparison reads apart ([`read_unit_stacks`](crate::read_unit_stacks)).
+    Compare,
 }
 
 /// Reads one dump folder into the unit's columns.
@@ -233,13 +230,9 @@ pub(crate) fn read_dump_dir(
     let bytes = read_file(&dir.path)?;
     let stack_path = dir.dir.join("stack.json");
     let construct_path = dir.dir.join("construct.json");
-    let stack = match reading {
-        Reading::Import | Reading::Compare { stack: true } => read_if_present(&stack_path)?,
-        Reading::Compare { stack: false } => None,
-    };
-    let construct = match reading {
-        Reading::Import => read_if_present(&construct_path)?,
-        Reading::Compare { .. } => None,
+    let (stack, construct) = match reading {
+        Reading::Import => (read_if_present(&stack_path)?, read_if_present(&construct_path)?),
+        Reading::Compare => (None, None),
     };
     let files = DumpFiles {
         path: &dir.path,
@@ -316,18 +309,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
         }
     }
 
-    let stack = side_file(files.stack, files.relayout, files.reading, |doc, layout, out| {
-        let (format, rows) = take_apart_stack(doc)?;
-        if files.reading == Reading::Import {
-            render_stack(format, layout, &rows, out);
-        }
-        columns.stack.reserve(&rows);
-        for row in &rows {
-            columns.stack.push(row, origin);
-        }
-        columns.has_stack |= !rows.is_empty();
-        Ok(format.as_str())
-    })?;
+    let stack = stack_file(files.stack, files.relayout, files.reading, columns, origin)?;
     let construct = side_file(files.construct, files.relayout, files.reading, |doc, layout, out| {
         let rows = take_apart_construct(doc)?;
         render_construct(layout, &rows, out);
@@ -400,10 +382,10 @@ fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'
     sizes
 }
 
-type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
+pub(crate) type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
 
 /// Reads a file that may be absent.
-fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
+pub(crate) fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -430,6 +412,29 @@ fn side_file(
         return Err(relayout_refused(path));
     }
     Ok(Some((format, relayout.map(i32::from).or(indent_of(layout)), original)))
+}
+
+/// Takes a stack.json apart into the unit's stack columns (and, for an import, checks that it
+/// rebuilds byte for byte).
+pub(crate) fn stack_file(
+    file: Option<(&Path, &[u8])>,
+    relayout: Option<u16>,
+    reading: Reading,
+    columns: &mut UnitColumns,
+    origin: Origin,
+) -> Result<SideFile> {
+    side_file(file, relayout, reading, |doc, layout, out| {
+        let (format, rows) = take_apart_stack(doc)?;
+        if reading == Reading::Import {
+            render_stack(format, layout, &rows, out);
+        }
+        columns.stack.reserve(&rows);
+        for row in &rows {
+            columns.stack.push(row, origin);
+        }
+        columns.has_stack |= !rows.is_empty();
+        Ok(format.as_str())
+    })
 }
 
 fn relayout_refused(path: &Path) -> MsprobeError {

@@ -57,6 +57,6 @@ pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
 pub use leaf_text::{LeafReader, ReadLeaves};
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
 pub use read_dump::{parse_dump, DumpDoc};
-pub use read_unit::{read_unit, UnitTables};
+pub use read_unit::{read_unit, read_unit_stacks, UnitStacks, UnitTables};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
 pub use stack_frames::StackFrames;

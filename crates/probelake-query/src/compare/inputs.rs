@@ -17,7 +17,8 @@ use probelake_format::lake::{UnitCounts, FORMAT_VERSION};
 use probelake_format::storage::{display_uri, local_dir, open, StorageOptions};
 use probelake_format::{CommitRecord, FormatError, Lake, Unit};
 use probelake_msprobe::{
-    by_unit, discover, import, read_unit, DumpDir, ImportOptions, MsprobeError, NoProgress, Overrides, UnitTables,
+    by_unit, discover, import, read_unit, read_unit_stacks, DumpDir, ImportOptions, MsprobeError, NoProgress,
+    Overrides, UnitStacks, UnitTables,
 };
 
 use super::pairing::{pair_units, DumpFolder, InputKind, Pairing, PairingError, PairingRule, Side, UnitChoice};
@@ -235,12 +236,18 @@ impl DumpTree {
         self.units.iter().map(record).collect()
     }
 
-    /// Reads `unit`'s files into its tables, its stack.json too when `with_stack` (the
-    /// target's: a comparison prints no golden stack).
-    pub fn read(&self, unit: &Unit, with_stack: bool) -> Result<UnitTables, MsprobeError> {
-        let dirs: Vec<&DumpDir> =
-            self.units.iter().filter(|(u, _)| u == unit).flat_map(|(_, dirs)| dirs.iter()).collect();
-        read_unit(&dirs, with_stack)
+    /// Reads `unit`'s files into its tables (without stack.json: [`DumpTree::read_stacks`]).
+    pub fn read(&self, unit: &Unit) -> Result<UnitTables, MsprobeError> {
+        read_unit(&self.dirs_of(unit))
+    }
+
+    /// Reads `unit`'s stack.json files.
+    pub fn read_stacks(&self, unit: &Unit) -> Result<UnitStacks, MsprobeError> {
+        read_unit_stacks(&self.dirs_of(unit))
+    }
+
+    fn dirs_of(&self, unit: &Unit) -> Vec<&DumpDir> {
+        self.units.iter().filter(|(u, _)| u == unit).flat_map(|(_, dirs)| dirs.iter()).collect()
     }
 }
 

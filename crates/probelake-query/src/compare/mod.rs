@@ -368,21 +368,27 @@ impl Comparison {
         g: &CommitRecord,
     ) -> Result<PlannedUnit, CompareError> {
         let started = std::time::Instant::now();
-        let trees = [(Arc::clone(target), t.unit.clone(), true), (Arc::clone(golden), g.unit.clone(), false)];
+        let trees = [(Arc::clone(target), t.unit.clone()), (Arc::clone(golden), g.unit.clone())];
         let read = SpawnedTask::spawn_blocking(move || {
-            let tables = threads::map_scoped(&trees, |(tree, unit, with_stack)| tree.read(unit, *with_stack));
+            let tables = threads::map_scoped(&trees, |(tree, unit)| tree.read(unit));
             let [t_tables, g_tables] =
                 <[_; 2]>::try_from(tables).map_err(|_| CompareError::Schema("two sides".into()))?;
             let tables = [t_tables.map_err(read_error)?, g_tables.map_err(read_error)?];
-            // The target's stack cells are printed on one core while the leaves are joined.
+            // The target's stack.json is read and its cells printed on one core while the
+            // leaves are joined on the other: read with the dump files, it was the longer
+            // side's last tenth. The golden side's is not read (msprobe prints none).
             let (plan, contexts) = std::thread::scope(|scope| {
                 let contexts = scope.spawn(|| {
                     let [t, g] = &tables;
-                    let t_stacks = t.stack.as_slice();
-                    Ok::<_, CompareError>([
-                        files_from_batches(std::slice::from_ref(&t.source), t_stacks)?,
-                        files_from_batches(std::slice::from_ref(&g.source), &[])?,
-                    ])
+                    let (tree, unit) = &trees[0];
+                    let stacks = tree.read_stacks(unit).map_err(read_error)?;
+                    let mut t_files = files_from_batches(std::slice::from_ref(&t.source), stacks.stack.as_slice())?;
+                    for origin in &stacks.files {
+                        if let Some(file) = t_files.get_mut(&(origin.inner_step, origin.pid)) {
+                            file.has_stack = true;
+                        }
+                    }
+                    Ok::<_, CompareError>([t_files, files_from_batches(std::slice::from_ref(&g.source), &[])?])
                 });
                 let plan = in_memory::plan_in_memory(&tables[0], &tables[1]);
                 let contexts =

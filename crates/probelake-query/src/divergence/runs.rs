@@ -55,11 +55,8 @@ struct Found {
 /// rank), ordered by step, stage and rank: `sql/first_divergence.sql`'s rows.
 pub(crate) async fn first_divergences(target: &RunUnits, golden: &RunUnits, threshold: f64) -> Result<RecordBatch> {
     let golden_units: HashMap<&Unit, &CommitRecord> = golden.units.iter().map(|g| (&g.unit, g)).collect();
-    let mut pairs: Vec<(CommitRecord, CommitRecord)> = target
-        .units
-        .iter()
-        .filter_map(|t| golden_units.get(&t.unit).map(|g| (t.clone(), (*g).clone())))
-        .collect();
+    let mut pairs: Vec<(CommitRecord, CommitRecord)> =
+        target.units.iter().filter_map(|t| golden_units.get(&t.unit).map(|g| (t.clone(), (*g).clone()))).collect();
     // `Unit`'s order is (step, stage, rank): the query's ORDER BY.
     pairs.sort_by(|a, b| a.0.unit.cmp(&b.0.unit));
     // Two pairs per core: one reads its files while the other searches.
