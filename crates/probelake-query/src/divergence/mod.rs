@@ -1,6 +1,9 @@
-//! Where two runs first part: `sql/first_divergence.sql` over paired units, with the chain of
-//! modules above each diverging entry. `probelake divergence` and Python's
-//! `probelake.divergence` are this module.
+//! Where two runs first part: the rows of `sql/first_divergence.sql` over paired units, with
+//! the chain of modules above each diverging entry. `probelake divergence` and Python's
+//! `probelake.divergence` are this module. In a local session the rows come from the
+//! `first_divergence` table function ([`FirstDivergenceFunction`]: `unit_pair.rs` reads a unit
+//! pair in execution order and stops at its first divergence, `runs.rs` does every pair); on a
+//! cluster, from the query text.
 //!
 //! The query joins the two sides on (step, stage, rank), so each golden unit is registered
 //! under the key of the target unit it is paired with ([`divergence_session`]). A table takes
