@@ -40,7 +40,7 @@ pub(crate) mod rows;
 mod rules;
 mod stats;
 mod tensor;
-mod threads;
+pub(crate) mod threads;
 mod typed;
 pub mod xlsx;
 

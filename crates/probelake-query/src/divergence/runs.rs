@@ -60,7 +60,7 @@ pub(crate) async fn first_divergences(target: &RunUnits, golden: &RunUnits, thre
     // `Unit`'s order is (step, stage, rank): the query's ORDER BY.
     pairs.sort_by(|a, b| a.0.unit.cmp(&b.0.unit));
     // Two pairs per core: one reads its files while the other searches.
-    let in_flight = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    let in_flight = 2 * crate::compare::threads::cores();
     let found: Vec<Option<Found>> = futures::stream::iter(pairs)
         .map(|(t, g)| search_pair(&target.lake, &golden.lake, t, g, threshold))
         .buffered(in_flight)
@@ -76,20 +76,32 @@ async fn search_pair(
     golden: CommitRecord,
     threshold: f64,
 ) -> Result<Option<Found>> {
-    let (target_files, golden_files) =
-        futures::try_join!(fetch(target_lake, &target, |_| true), fetch(golden_lake, &golden, |_| true))?;
+    let (target_files, golden_files) = futures::try_join!(fetch(target_lake, &target), fetch(golden_lake, &golden))?;
+    // The communication-family files are among the target's: kept (their bytes are shared), not
+    // fetched again for `after_communication`.
+    let communication: Vec<FetchedFile> = target
+        .files_of(Table::Dump)
+        .zip(&target_files)
+        .filter(|(file, _)| file.api.as_deref().is_some_and(|api| COMMUNICATION_APIS.contains(&api)))
+        .map(|(_, fetched)| fetched.clone())
+        .collect();
     let unique = golden.counts.dump_files <= 1;
-    let row = blocking(move || first_divergence(target_files, golden_files, threshold, unique)).await?;
-    let Some(row) = row else { return Ok(None) };
-    let communication = fetch(target_lake, &target, |api| api.is_some_and(|a| COMMUNICATION_APIS.contains(&a))).await?;
-    let first = blocking(move || first_communication(communication)).await?;
-    Ok(Some(Found { after_communication: first.is_some_and(|seq| seq < row.seq), unit: target.unit, row }))
+    let found = blocking(move || {
+        let Some(row) = first_divergence(target_files, golden_files, threshold, unique)? else { return Ok(None) };
+        let first = first_communication(communication)?;
+        Ok(Some((row, first)))
+    })
+    .await?;
+    Ok(found.map(|(row, first)| Found {
+        after_communication: first.is_some_and(|seq| seq < row.seq),
+        unit: target.unit,
+        row,
+    }))
 }
 
-/// The unit's dump files whose api family `wanted` accepts, fetched.
-async fn fetch(lake: &Lake, record: &CommitRecord, wanted: impl Fn(Option<&str>) -> bool) -> Result<Vec<FetchedFile>> {
-    let files = record.files_of(Table::Dump).filter(|f| wanted(f.api.as_deref()));
-    Ok(futures::future::try_join_all(files.map(|f| lake.fetch_file(f))).await?)
+/// The unit's dump files, fetched, in the order of its commit record.
+async fn fetch(lake: &Lake, record: &CommitRecord) -> Result<Vec<FetchedFile>> {
+    Ok(futures::future::try_join_all(record.files_of(Table::Dump).map(|f| lake.fetch_file(f))).await?)
 }
 
 /// Runs `work` (decoding, all CPU) off the async threads.

@@ -5,7 +5,7 @@
 //! Each side's output rows come from its api-family files (each sorted by `seq`), merged by
 //! `seq` and decoded a batch at a time. The side that is behind in `seq` is read next, so the
 //! two stay abreast: a target row usually finds its golden row already read. One that does not
-//! waits (`pending`) until that row comes or the golden side ends. Once a target row past the
+//! waits (`waiting`) until that row comes or the golden side ends. Once a target row past the
 //! threshold is found, reading stops as soon as no earlier target row can still beat it: every
 //! target row up to its `seq` read, none of them waiting.
 //!
@@ -17,8 +17,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use datafusion::arrow::array::{Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+use datafusion::arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::common::HashMap;
 use probelake_format::lake::{FetchedFile, FileBatches};
 use probelake_format::FormatError;
@@ -85,8 +84,8 @@ pub(crate) fn first_communication(files: Vec<FetchedFile>) -> Result<Option<i64>
         let mut batches = file.batches(&["seq", "name"], None, BATCH_ROWS)?;
         'file: while let Some(batch) = batches.next() {
             let batch = batch?;
-            let seq = int64_column(&batch, "seq", batches.location())?;
-            let name = string_column(&batch, "name", batches.location())?;
+            let seq: Int64Array = typed(&batch, "seq", batches.location())?;
+            let name: StringArray = typed(&batch, "name", batches.location())?;
             for i in 0..batch.num_rows() {
                 if is_communication(name.value(i)) {
                     let s = seq.value(i);
@@ -140,21 +139,16 @@ struct Columns {
 
 impl Columns {
     fn of(batch: &RecordBatch, location: &str) -> Result<Self, FormatError> {
-        let float = |name: &str| {
-            column(batch, name, location)?
-                .as_primitive_opt::<Float64Type>()
-                .cloned()
-                .ok_or_else(|| corrupt(location, format!("`{name}` is not a float column")))
-        };
+        let float = |name: &str| typed::<Float64Array>(batch, name, location);
         Ok(Columns {
-            seq: int64_column(batch, "seq", location)?,
-            name: string_column(batch, "name", location)?,
-            op: string_column(batch, "op", location)?,
-            direction: string_column(batch, "direction", location)?,
-            item: string_column(batch, "item", location)?,
+            seq: typed(batch, "seq", location)?,
+            name: typed(batch, "name", location)?,
+            op: typed(batch, "op", location)?,
+            direction: typed(batch, "direction", location)?,
+            item: typed(batch, "item", location)?,
             stats: [float("max")?, float("min")?, float("mean")?, float("norm")?],
-            inner_step: int64_column(batch, "inner_step", location)?,
-            pid: int64_column(batch, "pid", location)?,
+            inner_step: typed(batch, "inner_step", location)?,
+            pid: typed(batch, "pid", location)?,
         })
     }
 
@@ -178,22 +172,12 @@ fn corrupt(location: &str, message: String) -> FormatError {
     FormatError::Corrupt { location: location.to_string(), message }
 }
 
-fn column<'b>(batch: &'b RecordBatch, name: &str, location: &str) -> Result<&'b dyn Array, FormatError> {
-    batch.column_by_name(name).map(|c| c.as_ref()).ok_or_else(|| corrupt(location, format!("no column `{name}`")))
-}
-
-fn int64_column(batch: &RecordBatch, name: &str, location: &str) -> Result<Int64Array, FormatError> {
-    column(batch, name, location)?
-        .as_primitive_opt::<Int64Type>()
-        .cloned()
-        .ok_or_else(|| corrupt(location, format!("`{name}` is not an int64 column")))
-}
-
-fn string_column(batch: &RecordBatch, name: &str, location: &str) -> Result<StringArray, FormatError> {
-    column(batch, name, location)?
-        .as_string_opt::<i32>()
-        .cloned()
-        .ok_or_else(|| corrupt(location, format!("`{name}` is not a string column")))
+/// The column `name` of `batch` (from the file at `location`) as an array of type `A`.
+fn typed<A: Array + Clone + 'static>(batch: &RecordBatch, name: &str, location: &str) -> Result<A, FormatError> {
+    let column = batch.column_by_name(name).ok_or_else(|| corrupt(location, format!("no column `{name}`")))?;
+    column.as_any().downcast_ref::<A>().cloned().ok_or_else(|| {
+        corrupt(location, format!("column `{name}` is {}, not what the dump table holds", column.data_type()))
+    })
 }
 
 /// One file's output rows, a batch at a time.
@@ -204,7 +188,8 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// The next batch with rows, or `None` at the end of the file.
+    /// Moves on to the next batch with rows when this one is used up; `columns` is `None` at
+    /// the end of the file.
     fn fill(&mut self) -> Result<(), FormatError> {
         while self.columns.as_ref().is_none_or(|c| self.at >= c.seq.len()) {
             match self.batches.next() {
@@ -388,6 +373,16 @@ impl Search {
         });
     }
 
+    /// Judges the target `row` against the golden rows of `index` with its `key`; `false`
+    /// when no golden row read so far has that key.
+    fn judge_in(&mut self, index: &GoldenIndex, row: &Row<'_>, key: &str) -> bool {
+        let Some(golden) = index.get(&row.inner_step).and_then(|m| m.get(key)) else { return false };
+        for stats in golden {
+            self.judge(row.seq, row.name, row.item, &row.stats, stats);
+        }
+        true
+    }
+
     /// Reads both sides abreast; `Ok(None)` when two golden rows share a key (the caller then
     /// reads golden first).
     fn abreast(mut self, mut target: Outputs, mut golden: Outputs) -> Result<Option<Option<Diverging>>, FormatError> {
@@ -413,38 +408,24 @@ impl Search {
             match (next_target, next_golden) {
                 (None, None) => break,
                 (None, Some(_)) if waiting_seqs.is_empty() => break,
+                // The golden side has ended: nothing waits any more.
                 (Some((file, _)), None) => {
                     target.take(file, |row, key| {
                         if let Some(key) = key {
-                            if let Some(stats) = index.get(&row.inner_step).and_then(|m| m.get(key.as_ref())) {
-                                for golden in stats {
-                                    self.judge(row.seq, row.name, row.item, &row.stats, golden);
-                                }
-                            }
+                            self.judge_in(&index, row, &key);
                         }
                     })?;
                 }
-                (Some((tf, ts)), Some((_, gs))) if ts < gs => {
-                    target.take(tf, |row, key| {
+                (Some((file, seq)), Some((_, golden_seq))) if seq < golden_seq => {
+                    target.take(file, |row, key| {
                         let Some(key) = key else { return };
-                        match index.get(&row.inner_step).and_then(|m| m.get(key.as_ref())) {
-                            Some(stats) => {
-                                for golden in stats {
-                                    self.judge(row.seq, row.name, row.item, &row.stats, golden);
-                                }
-                            }
-                            None => {
-                                waiting.entry(row.inner_step).or_default().entry(key.into()).or_default().push(
-                                    Waiting {
-                                        seq: row.seq,
-                                        name: row.name.to_string(),
-                                        item: row.item.to_string(),
-                                        stats: row.stats,
-                                    },
-                                );
-                                *waiting_seqs.entry(row.seq).or_default() += 1;
-                            }
+                        if self.judge_in(&index, row, &key) {
+                            return;
                         }
+                        let waiter =
+                            Waiting { seq: row.seq, name: row.name.into(), item: row.item.into(), stats: row.stats };
+                        waiting.entry(row.inner_step).or_default().entry(key.into()).or_default().push(waiter);
+                        *waiting_seqs.entry(row.seq).or_default() += 1;
                     })?;
                 }
                 (_, Some((gf, _))) => {
@@ -492,11 +473,8 @@ impl Search {
                 break;
             }
             target.take(file, |row, key| {
-                let Some(key) = key else { return };
-                if let Some(stats) = index.get(&row.inner_step).and_then(|m| m.get(key.as_ref())) {
-                    for golden in stats {
-                        self.judge(row.seq, row.name, row.item, &row.stats, golden);
-                    }
+                if let Some(key) = key {
+                    self.judge_in(&index, row, &key);
                 }
             })?;
         }
