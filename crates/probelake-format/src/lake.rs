@@ -36,6 +36,7 @@ use parquet::arrow::arrow_reader::{
     ParquetRecordBatchReaderBuilder, RowFilter,
 };
 use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::schema::types::SchemaDescriptor;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FormatError, Result};
@@ -659,22 +660,17 @@ impl FetchedFile {
                     ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, metadata).with_batch_size(64 * 1024);
                 let builder = match only {
                     Some(names) => {
-                        let roots: Vec<usize> =
-                            names.iter().filter_map(|n| builder.schema().index_of(n).ok()).collect();
-                        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+                        let mask = named_roots(builder.schema(), builder.parquet_schema(), names);
                         builder.with_projection(mask)
                     }
                     None => builder,
                 };
                 builder.build()
             });
-        let reader = match reader {
-            Ok(reader) => reader,
-            Err(source) => return Err(FormatError::Parquet { location, source }),
-        };
-        let batches: std::result::Result<Vec<_>, _> = reader.collect();
-        // A page that does not decode is a damaged file: say which.
-        batches.map_err(|e| FormatError::Corrupt { location, message: format!("cannot decode: {e}") })
+        match reader {
+            Ok(reader) => FileBatches { location, reader }.collect(),
+            Err(source) => Err(FormatError::Parquet { location, source }),
+        }
     }
 
     /// The file's rows in file order as batches of at most `batch_size` rows, each decoded only
@@ -686,8 +682,7 @@ impl FetchedFile {
         let FetchedFile { location, bytes } = self;
         let parquet_error = |source| FormatError::Parquet { location: location.clone(), source };
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(parquet_error)?;
-        let roots: Vec<usize> = only.iter().filter_map(|n| builder.schema().index_of(n).ok()).collect();
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let mask = named_roots(builder.schema(), builder.parquet_schema(), only);
         let mut builder = builder.with_projection(mask).with_batch_size(batch_size.max(1));
         if let Some((column, value)) = keep {
             let index = builder.schema().index_of(column).map_err(|_| FormatError::Corrupt {
@@ -704,6 +699,11 @@ impl FetchedFile {
         let reader = builder.build().map_err(parquet_error)?;
         Ok(FileBatches { location, reader })
     }
+}
+
+/// The root columns of a file named in `names`; a name the file lacks is left out.
+fn named_roots(schema: &Schema, parquet_schema: &SchemaDescriptor, names: &[&str]) -> ProjectionMask {
+    ProjectionMask::roots(parquet_schema, names.iter().filter_map(|n| schema.index_of(n).ok()))
 }
 
 /// Batches of one file, decoded as they are asked for ([`FetchedFile::batches`]).
@@ -724,6 +724,7 @@ impl Iterator for FileBatches {
 
     fn next(&mut self) -> Option<Self::Item> {
         let location = &self.location;
+        // A page that does not decode is a damaged file: say which.
         self.reader.next().map(|batch| {
             batch.map_err(|e| FormatError::Corrupt {
                 location: location.clone(),
