@@ -46,7 +46,7 @@ impl FirstDivergenceFunction {
             None => {
                 let names: Vec<&str> = self.runs.iter().map(|(n, _)| n.as_str()).collect();
                 plan_err!(
-                    "first_divergence: no run named `{name}` (this session has {}); \
+                    "first_divergence: no run named `{name}` (the runs are {}); \
                      give the target and golden runs' names: first_divergence(0.5, 'npu', 'gpu')",
                     if names.is_empty() { "none".to_string() } else { names.join(", ") }
                 )
@@ -56,7 +56,7 @@ impl FirstDivergenceFunction {
 }
 
 const USAGE: &str = "first_divergence(threshold [, 'target', 'golden']): threshold a number ≥ 0 \
-                     (0.5 is msprobe's rule, 0 the first difference at all), runs named as in the session";
+                     (0.5 is msprobe's rule, 0 the first difference at all), runs named as given (--run NAME=...)";
 
 impl TableFunctionImpl for FirstDivergenceFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
