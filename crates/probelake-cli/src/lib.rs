@@ -164,11 +164,24 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+
     let filter = tracing_subscriber::EnvFilter::try_from_env("PROBELAKE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    // Ballista's client logs a failed cluster job at ERROR and returns the same text as its
+    // error, which probelake prints as its one-line message: the log line would say it twice,
+    // first. Its warnings (a scheduler of another version) still show.
+    let job_failures = tracing_subscriber::filter::filter_fn(|meta| {
+        !(*meta.level() == tracing::Level::ERROR && meta.target() == BALLISTA_JOB_LOG_TARGET)
+    });
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
+    let _ = tracing_subscriber::registry().with(layer.with_filter(filter).with_filter(job_failures)).try_init();
 }
+
+/// Where Ballista's client logs a job that failed on the cluster.
+const BALLISTA_JOB_LOG_TARGET: &str = "ballista_core::execution_plans::distributed_query";
 
 #[cfg(test)]
 mod tests {
