@@ -1,7 +1,10 @@
 """The `probelake` package (crates/probelake-python): readers of committed units, SQL, the
 writer from torch, and how the native module behaves (errors, fork, Ctrl-C)."""
 
+import faulthandler
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -605,10 +608,14 @@ def test_fork_gets_a_fresh_runtime(demo_lake, th, tmp_path):
     )
     lake = probelake.open(tmp_path / "w")
     open_unit = lake.unit(9, "default", 0)
+    tracebacks = tmp_path / "child-tracebacks.txt"
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
+            # Where the child is, should it hang: its Python stacks, written before the
+            # parent gives up on it.
+            faulthandler.dump_traceback_later(45, file=open(tracebacks, "w"))
             n = pa.table(
                 probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")
             )["n"][0].as_py()
@@ -626,12 +633,32 @@ def test_fork_gets_a_fresh_runtime(demo_lake, th, tmp_path):
         if done:
             break
         if time.time() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            pytest.fail("the forked child hung")
+            pytest.fail(
+                f"the forked child hung\n{hung_process_report(pid, tracebacks)}"
+            )
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
     open_unit.abort()
     assert [(u.step, u.rank) for u in lake.units()] == [(0, 0)]
+
+
+def hung_process_report(pid: int, tracebacks: pathlib.Path) -> str:
+    """The Python stacks a hung child wrote, and its native threads' stacks where gdb is
+    installed; the child is killed after."""
+    report = (
+        tracebacks.read_text() if tracebacks.exists() else "(no Python stacks written)"
+    )
+    if shutil.which("gdb"):
+        native = subprocess.run(
+            ["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        report += "\n" + native.stdout[-20000:]
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return report
 
 
 def test_ctrl_c_interrupts_a_long_query(demo_lake):
