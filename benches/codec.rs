@@ -193,7 +193,7 @@ fn benches(c: &mut Criterion) {
         // The bench is only meaningful if render reproduces the input.
         for (p, (bytes, _)) in parsed.iter().zip(&input.dumps) {
             let mut out = Vec::new();
-            msprobe::render(&p.skeleton, p.layout, p.leaves.iter().map(|l| &l.value), &mut out).expect("render");
+            msprobe::render(&p.skeleton, p.layout, p.leaves.iter().map(|l| p.value(l)), &mut out).expect("render");
             assert!(out == *bytes, "render does not reproduce the synthesized dump.json");
         }
         let mut out = Vec::with_capacity(input.dumps.iter().map(|(b, _)| b.len()).max().unwrap_or(0));
@@ -202,7 +202,7 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 for p in &parsed {
                     out.clear();
-                    msprobe::render(&p.skeleton, p.layout, p.leaves.iter().map(|l| &l.value), &mut out)
+                    msprobe::render(&p.skeleton, p.layout, p.leaves.iter().map(|l| p.value(l)), &mut out)
                         .expect("render");
                 }
             })

@@ -129,10 +129,10 @@ impl DumpColumns {
         }
     }
 
-    /// Appends one leaf of entry `name`.
-    pub fn push(&mut self, row: &LeafRow<'_>, full_name: &str, name: &EntryName<'_>, origin: Origin) {
+    /// Appends one leaf of entry `name`: its row and its values.
+    pub fn push(&mut self, row: &LeafRow<'_>, value: &Leaf<'_>, full_name: &str, name: &EntryName<'_>, origin: Origin) {
         let place = LeafPlace { seq: row.seq, leaf: row.leaf, section: &row.section, path: &row.path, item: &row.item };
-        self.push_leaf(place, &row.value, full_name, name, origin);
+        self.push_leaf(place, value, full_name, name, origin);
     }
 
     /// Appends one leaf given by its parts (the async writer has no parsed document to point at).

@@ -71,8 +71,8 @@ pub struct LeafRow<'a> {
     pub path: Cow<'a, str>,
     /// The row name msprobe compare uses.
     pub item: Cow<'a, str>,
-    /// The leaf's values.
-    pub value: Leaf<'a>,
+    /// Index of the leaf's values in [`ParsedDump::values`] (see [`ParsedDump::value`]).
+    pub value: usize,
     /// The leaf as parsed.
     pub node: &'a Node<'a>,
     /// The leaf's nesting depth in the file.
@@ -91,13 +91,40 @@ pub struct ParsedDump<'a> {
     pub header: Header,
     /// The file's indentation.
     pub layout: Layout,
-    /// The document with `$` for every leaf.
+    /// The document with `$` for every leaf (empty where the rows were read only to be
+    /// compared, which never lays them out again).
     pub skeleton: String,
     /// Entry names in file order, parsed.
     pub names: Vec<EntryName<'a>>,
     /// Every leaf, in file order.
     pub leaves: Vec<LeafRow<'a>>,
+    /// The leaves' values, which [`LeafRow::value`] indexes: read straight from the text
+    /// with the document ([`parse_dump`](crate::parse_dump)), then those taken apart from its
+    /// nodes. A row points at its leaf rather than holding a copy: a leaf is ~240 bytes, and
+    /// copying each into its row was most of the row's memory.
+    values: Vec<ReadLeaf<'a>>,
 }
+
+impl<'a> ParsedDump<'a> {
+    /// The values of the leaf `row` (a row of [`ParsedDump::leaves`]).
+    pub fn value(&self, row: &LeafRow<'a>) -> &Leaf<'a> {
+        // Every row's index was made by the walk that filled `values`.
+        self.values.get(row.value).map_or(&EMPTY_LEAF, |read| &read.leaf)
+    }
+}
+
+/// What [`ParsedDump::value`] gives for an index it does not hold (none it made).
+static EMPTY_LEAF: Leaf<'static> = Leaf {
+    kind: None,
+    dtype: None,
+    shape: None,
+    stats: [None; 4],
+    requires_grad: None,
+    md5: None,
+    data_name: None,
+    value: None,
+    raw: None,
+};
 
 fn schema_error(offset: usize, path: String, message: impl Into<String>) -> CodecError {
     CodecError::Schema { file: Default::default(), offset, path, message: message.into() }
@@ -126,10 +153,24 @@ pub fn take_apart_source<'a>(
 /// [`take_apart_source`] for a document from [`parse_dump`](crate::parse_dump), with the leaves it read.
 pub fn take_apart_read<'a>(
     doc: &'a Node<'a>,
+    read: ReadLeaves<'a>,
+    source: &[u8],
+    kind: DumpKind,
+    layout: Layout,
+) -> Result<ParsedDump<'a>, CodecError> {
+    take_apart_walk(doc, read, source, kind, layout, true)
+}
+
+/// [`take_apart_read`], writing the skeleton only where `keep_skeleton` asks for it: rows
+/// read to be compared are never laid out again, and the skeleton was a few percent of reading
+/// them. Without it, [`ParsedDump::skeleton`] is empty.
+pub(crate) fn take_apart_walk<'a>(
+    doc: &'a Node<'a>,
     mut read: ReadLeaves<'a>,
     source: &[u8],
     kind: DumpKind,
     layout: Layout,
+    keep_skeleton: bool,
 ) -> Result<ParsedDump<'a>, CodecError> {
     let Value::Object(top) = &doc.value else {
         return Err(schema_error(
@@ -190,8 +231,12 @@ pub fn take_apart_read<'a>(
         skeleton: String::new(),
         names: Vec::new(),
         leaves: Vec::with_capacity(count_leaves(data)),
+        values: Vec::new(),
     };
-    let mut skeleton = Vec::with_capacity(1024);
+    // Room for the leaves the walk takes apart from nodes, after those read with the document.
+    read.leaves.reserve(out.leaves.capacity().saturating_sub(read.leaves.len()));
+    let mut skeleton =
+        SkeletonText { text: Vec::with_capacity(if keep_skeleton { 1024 } else { 0 }), keep: keep_skeleton };
     let mut scratch = (Vec::new(), Vec::new());
     // Sized up front: rehashing while it grew was 0.5% of an import.
     let mut seen = std::collections::HashSet::with_capacity(match &data.value {
@@ -203,12 +248,12 @@ pub fn take_apart_read<'a>(
     skeleton.push(b'{');
     for (i, (key, value)) in top.iter().enumerate() {
         if i > 0 {
-            skeleton.extend_from_slice(b", ");
+            skeleton.extend(b", ");
         }
-        write_str(&mut skeleton, key);
-        skeleton.extend_from_slice(b": ");
+        skeleton.key(key);
+        skeleton.extend(b": ");
         if !std::ptr::eq(value, data) {
-            write_compact(&mut skeleton, value);
+            skeleton.compact(value);
             continue;
         }
         let Value::Object(entries) = &data.value else { continue };
@@ -235,16 +280,16 @@ pub fn take_apart_read<'a>(
                 ));
             }
             if seq > 0 {
-                skeleton.extend_from_slice(b", ");
+                skeleton.extend(b", ");
             }
-            write_str(&mut skeleton, name);
-            skeleton.extend_from_slice(b": ");
+            skeleton.key(name);
+            skeleton.extend(b": ");
             let parsed = parse_entry_name(name);
             let entry_index = out.names.len();
             out.names.push(parsed);
             let mut walk = Walk {
                 source: LeafSource { bytes: source, layout, depth: 0 },
-                read: &mut read.leaves,
+                values: &mut read.leaves,
                 strings: read.strings,
                 out: &mut out.leaves,
                 scratch: &mut scratch,
@@ -267,10 +312,10 @@ pub fn take_apart_read<'a>(
                     walk.skeleton.push(b'{');
                     for (j, (field, v)) in fields.iter().enumerate() {
                         if j > 0 {
-                            walk.skeleton.extend_from_slice(b", ");
+                            walk.skeleton.extend(b", ");
                         }
-                        write_str(walk.skeleton, field);
-                        walk.skeleton.extend_from_slice(b": ");
+                        walk.skeleton.key(field);
+                        walk.skeleton.extend(b": ");
                         let suffix = match field.as_ref() {
                             _ if grads => Some(field.as_ref()),
                             "input_args" | "input_kwargs" | "input" => Some("input"),
@@ -287,7 +332,7 @@ pub fn take_apart_read<'a>(
                                 walk.item.push_str(suffix);
                                 walk.slot(v, &Cow::Borrowed(field.as_ref()), grads, ENTRY_DEPTH + 1)?
                             }
-                            None => write_compact(walk.skeleton, v),
+                            None => walk.skeleton.compact(v),
                         }
                     }
                     walk.skeleton.push(b'}');
@@ -304,7 +349,9 @@ pub fn take_apart_read<'a>(
         skeleton.push(b'}');
     }
     skeleton.push(b'}');
-    out.skeleton = String::from_utf8(skeleton).map_err(|_| CodecError::Internal("skeleton is not UTF-8".into()))?;
+    out.skeleton =
+        String::from_utf8(skeleton.text).map_err(|_| CodecError::Internal("skeleton is not UTF-8".into()))?;
+    out.values = read.leaves;
     Ok(out)
 }
 
@@ -332,14 +379,49 @@ fn count_leaves(node: &Node<'_>) -> usize {
     }
 }
 
+/// The skeleton being written, or nothing where it is not kept.
+struct SkeletonText {
+    text: Vec<u8>,
+    keep: bool,
+}
+
+impl SkeletonText {
+    fn push(&mut self, byte: u8) {
+        if self.keep {
+            self.text.push(byte);
+        }
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        if self.keep {
+            self.text.extend_from_slice(bytes);
+        }
+    }
+
+    /// A member name or entry name, as a JSON string.
+    fn key(&mut self, key: &str) {
+        if self.keep {
+            write_str(&mut self.text, key);
+        }
+    }
+
+    /// A value that holds no leaf, in the one-line layout.
+    fn compact(&mut self, node: &Node<'_>) {
+        if self.keep {
+            write_compact(&mut self.text, node);
+        }
+    }
+}
+
 /// The nesting depth of an entry of `data`: the top-level object is at 0, `data` at 1.
 pub(super) const ENTRY_DEPTH: usize = 2;
 
 struct Walk<'w, 'a> {
     /// The file, for [`Leaf::from_source`]; `depth` is set per leaf.
     source: LeafSource<'w>,
-    /// The leaves read with the document, for its [`Value::Taken`] nodes.
-    read: &'w mut [ReadLeaf<'a>],
+    /// The leaves read with the document, for its [`Value::Taken`] nodes; the others are
+    /// added after them as the walk takes them apart.
+    values: &'w mut Vec<ReadLeaf<'a>>,
     /// Where the rows' `path` and `item` are kept, if not in rows of their own.
     strings: Option<&'a Arena>,
     out: &'w mut Vec<LeafRow<'a>>,
@@ -347,7 +429,7 @@ struct Walk<'w, 'a> {
     seq: i64,
     entry: usize,
     next_leaf: i32,
-    skeleton: &'w mut Vec<u8>,
+    skeleton: &'w mut SkeletonText,
     /// Position inside the slot of the value being walked.
     path: &'w mut String,
     /// Row name of the value being walked.
@@ -369,24 +451,28 @@ impl<'a> Walk<'_, 'a> {
         if is_leaf(node) {
             let (value, exact_len) = match node.value {
                 Value::Taken { index, .. } => {
-                    let read = self.read.get_mut(index).ok_or_else(|| {
+                    let read = self.values.get(index).ok_or_else(|| {
                         CodecError::Internal(format!(
                             "leaf {index} was read with the document but is not among its leaves"
                         ))
                     })?;
-                    (std::mem::take(&mut read.leaf), (read.depth == depth).then_some(read.len))
+                    (index, (read.depth == depth).then_some(read.len))
                 }
                 _ => {
                     let source = LeafSource { depth, ..self.source };
-                    Leaf::from_source(node, self.scratch, source).map_err(|e| CodecError::Schema {
-                        file: Default::default(),
-                        offset: e.offset,
-                        path: format!("{} ({})", self.item, e.field.unwrap_or("value")),
-                        message: e.message,
-                    })?
+                    let (leaf, exact_len) =
+                        Leaf::from_source(node, self.scratch, source).map_err(|e| CodecError::Schema {
+                            file: Default::default(),
+                            offset: e.offset,
+                            path: format!("{} ({})", self.item, e.field.unwrap_or("value")),
+                            message: e.message,
+                        })?;
+                    self.values.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth });
+                    (self.values.len() - 1, exact_len)
                 }
             };
-            let item = match value.data_name.as_deref() {
+            let data_name = self.values.get(value).and_then(|read| read.leaf.data_name.as_deref());
+            let item = match data_name {
                 Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem),
                 _ => self.item.as_str(),
             };
@@ -417,7 +503,7 @@ impl<'a> Walk<'_, 'a> {
                 self.skeleton.push(b'[');
                 for (i, child) in items.iter().enumerate() {
                     if i > 0 {
-                        self.skeleton.extend_from_slice(b", ");
+                        self.skeleton.extend(b", ");
                     }
                     if path_len > 0 {
                         self.path.push('.');
@@ -438,10 +524,10 @@ impl<'a> Walk<'_, 'a> {
                 self.skeleton.push(b'{');
                 for (i, (k, child)) in members.iter().enumerate() {
                     if i > 0 {
-                        self.skeleton.extend_from_slice(b", ");
+                        self.skeleton.extend(b", ");
                     }
-                    write_str(self.skeleton, k);
-                    self.skeleton.extend_from_slice(b": ");
+                    self.skeleton.key(k);
+                    self.skeleton.extend(b": ");
                     if path_len > 0 {
                         self.path.push('.');
                     }
@@ -455,7 +541,7 @@ impl<'a> Walk<'_, 'a> {
                 }
                 self.skeleton.push(b'}');
             }
-            _ => write_compact(self.skeleton, node),
+            _ => self.skeleton.compact(node),
         }
         Ok(())
     }

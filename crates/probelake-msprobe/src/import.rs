@@ -18,7 +18,7 @@ use probelake_format::layout::{Table, Unit};
 use crate::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
 use crate::construct::{render_construct, take_apart_construct};
 use crate::discover::{by_unit, discover, DumpDir, Overrides};
-use crate::dump_file::{rebuilds_source, take_apart_read, DumpKind, ParsedDump};
+use crate::dump_file::{rebuilds_source, take_apart_walk, DumpKind, ParsedDump};
 use crate::in_order::map_in_order;
 use crate::read_dump::{parse_dump, DumpDoc};
 use crate::stack::{render_stack, take_apart_stack};
@@ -274,7 +274,8 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
     let arena = Arena::new();
     let DumpDoc { doc, layout, read } = parse_dump(bytes, &arena, files.kind)
         .map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
-    let parsed = take_apart_read(&doc, read, bytes, files.kind, layout).map_err(|e| e.in_file(path))?;
+    let keep_skeleton = files.reading == Reading::Import;
+    let parsed = take_apart_walk(&doc, read, bytes, files.kind, layout, keep_skeleton).map_err(|e| e.in_file(path))?;
 
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole. Rows read to be compared are never written back.
@@ -305,7 +306,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
         }
         let cols = columns.dump.get_mut(name.api).ok_or_else(|| MsprobeError::Internal("family columns".into()))?;
         for row in rows {
-            cols.push(row, full, name, origin);
+            cols.push(row, parsed.value(row), full, name, origin);
         }
     }
 
@@ -333,8 +334,8 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
             leaves: parsed.leaves.len() as i64,
             bytes: bytes.len() as i64,
             indent: indent(layout),
-            // Only export lays the skeleton out again; rows read to be compared leave it.
-            skeleton: if files.reading == Reading::Import { &parsed.skeleton } else { "" },
+            // Empty where the rows were read to be compared: only export lays it out again.
+            skeleton: &parsed.skeleton,
             original,
             stack: stack.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
             construct: construct.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
