@@ -71,7 +71,8 @@ pub struct LeafRow<'a> {
     pub path: Cow<'a, str>,
     /// The row name msprobe compare uses.
     pub item: Cow<'a, str>,
-    /// Index of the leaf's values in [`ParsedDump::values`] (see [`ParsedDump::value`]).
+    /// Where the leaf's values are kept in the [`ParsedDump`]: read them with
+    /// [`ParsedDump::value`].
     pub value: usize,
     /// The leaf as parsed.
     pub node: &'a Node<'a>,
@@ -98,7 +99,7 @@ pub struct ParsedDump<'a> {
     pub names: Vec<EntryName<'a>>,
     /// Every leaf, in file order.
     pub leaves: Vec<LeafRow<'a>>,
-    /// The leaves' values, which [`LeafRow::value`] indexes: read straight from the text
+    /// The leaves' values, which [`LeafRow::value`] indexes: those read straight from the text
     /// with the document ([`parse_dump`](crate::parse_dump)), then those taken apart from its
     /// nodes. A row points at its leaf rather than holding a copy: a leaf is ~240 bytes, and
     /// copying each into its row was most of the row's memory.
