@@ -599,6 +599,11 @@ def test_uncommitted_unit_of_a_killed_writer_is_invisible(th, tmp_path):
     assert plain.num_rows > 1
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="about one run in ten the child hangs in its first query: a lock of the parent's "
+    "threads (tokio's, over parking_lot) is inherited held; see docs/python.md on fork",
+)
 def test_fork_gets_a_fresh_runtime(demo_lake, th, tmp_path):
     assert (
         pa.table(
@@ -648,16 +653,20 @@ def hung_process_report(pid: int, tracebacks: pathlib.Path) -> str:
     report = (
         tracebacks.read_text() if tracebacks.exists() else "(no Python stacks written)"
     )
-    if shutil.which("gdb"):
-        native = subprocess.run(
-            ["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        report += "\n" + native.stdout[-20000:]
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    try:
+        if shutil.which("gdb"):
+            native = subprocess.run(
+                ["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            report += "\n" + native.stdout[-20000:]
+    except subprocess.TimeoutExpired:
+        report += "\n(gdb gave no stacks within 60 s)"
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
     return report
 
 
