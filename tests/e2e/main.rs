@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `probelake` binary over real msprobe output
 //! (`../shared/fixtures`, skipped with a notice when absent) and over data it synthesizes.
 
+mod affinity;
 mod bad_input;
 mod captured;
 mod cli;
