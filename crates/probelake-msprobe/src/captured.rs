@@ -12,8 +12,9 @@ use probelake_format::lake::{CommitRecord, Lake, UnitCounts};
 
 use crate::columns::{Origin, UnitColumns};
 use crate::discover::place_dump_file;
+use crate::dump_folder::read_dump_files;
 use crate::error::Result;
-use crate::import::{encode_unit, push_tensor_file, read_dump_files, store_unit, DumpFiles, Reading};
+use crate::import::{encode_unit, push_tensor_file, store_unit, DumpFiles, Reading};
 
 /// One dump folder's files as msprobe would have written them, held in memory.
 #[derive(Debug, Clone, Default)]
@@ -67,6 +68,8 @@ fn build_captured(
         construct: dump.construct.as_deref().map(|b| (construct_path.as_path(), b)),
         relayout: dump.relayout,
         reading: Reading::Import,
+        // A running job's dump is written beside its training: one thread, not every core.
+        threads: 1,
     };
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();
@@ -80,5 +83,5 @@ fn build_captured(
         push_tensor_file(name, bytes, &tensor_dir.join(name), stem, &mut columns, origin)?;
         counts.tensors += 1;
     }
-    Ok((encode_unit(&mut columns)?, counts))
+    Ok((encode_unit(&mut columns, 1)?, counts))
 }

@@ -13,7 +13,7 @@ use crate::json::{
 
 use crate::error::MsprobeError as CodecError;
 use crate::leaf::{is_leaf, Leaf, LeafSource};
-use crate::leaf_text::{ReadLeaf, ReadLeaves};
+use crate::leaf_text::{LeafValues, ReadLeaf, ReadLeaves};
 use crate::name::{is_parameters_grad, parse_entry_name, EntryName};
 
 /// Which of msprobe's two entry files.
@@ -103,7 +103,7 @@ pub struct ParsedDump<'a> {
     /// with the document ([`parse_dump`](crate::parse_dump)), then those taken apart from its
     /// nodes. A row points at its leaf rather than holding a copy: a leaf is ~240 bytes, and
     /// copying each into its row was most of the row's memory.
-    values: Vec<ReadLeaf<'a>>,
+    values: LeafValues<'a>,
 }
 
 impl<'a> ParsedDump<'a> {
@@ -232,10 +232,10 @@ pub(crate) fn take_apart_walk<'a>(
         skeleton: String::new(),
         names: Vec::new(),
         leaves: Vec::with_capacity(count_leaves(data)),
-        values: Vec::new(),
+        values: LeafValues::default(),
     };
     // Room for the leaves the walk takes apart from nodes, after those read with the document.
-    read.leaves.reserve(out.leaves.capacity().saturating_sub(read.leaves.len()));
+    read.values.leaves.reserve(out.leaves.capacity().saturating_sub(read.len()));
     let mut skeleton =
         SkeletonText { text: Vec::with_capacity(if keep_skeleton { 1024 } else { 0 }), keep: keep_skeleton };
     let mut scratch = (Vec::new(), Vec::new());
@@ -290,8 +290,8 @@ pub(crate) fn take_apart_walk<'a>(
             out.names.push(parsed);
             let mut walk = Walk {
                 source: LeafSource { bytes: source, layout, depth: 0 },
-                values: &mut read.leaves,
                 strings: read.strings,
+                values: &mut read.values,
                 out: &mut out.leaves,
                 scratch: &mut scratch,
                 seq: seq as i64,
@@ -352,7 +352,7 @@ pub(crate) fn take_apart_walk<'a>(
     skeleton.push(b'}');
     out.skeleton =
         String::from_utf8(skeleton.text).map_err(|_| CodecError::Internal("skeleton is not UTF-8".into()))?;
-    out.values = read.leaves;
+    out.values = read.values;
     Ok(out)
 }
 
@@ -422,7 +422,7 @@ struct Walk<'w, 'a> {
     source: LeafSource<'w>,
     /// The leaves read with the document, for its [`Value::Taken`] nodes; the others are
     /// added after them as the walk takes them apart.
-    values: &'w mut Vec<ReadLeaf<'a>>,
+    values: &'w mut LeafValues<'a>,
     /// Where the rows' `path` and `item` are kept, if not in rows of their own.
     strings: Option<&'a Arena>,
     out: &'w mut Vec<LeafRow<'a>>,
@@ -468,8 +468,7 @@ impl<'a> Walk<'_, 'a> {
                             path: format!("{} ({})", self.item, e.field.unwrap_or("value")),
                             message: e.message,
                         })?;
-                    self.values.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth });
-                    (self.values.len() - 1, exact_len)
+                    (self.values.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth }), exact_len)
                 }
             };
             let data_name = self.values.get(value).and_then(|read| read.leaf.data_name.as_deref());

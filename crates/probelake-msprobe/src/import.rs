@@ -4,23 +4,23 @@
 //! commit that fails undoes the commits before it, so bad input anywhere (or a store failing
 //! half way) leaves the dataset as it was.
 
-use std::borrow::Cow;
 use std::path::Path;
 
 use crate::error::{MsprobeError, Result};
-use crate::json::{detect_layout, parse, Arena, Layout, Node, Value};
+use crate::json::{detect_layout, parse, Arena, Layout};
 use futures::StreamExt;
 
 use crate::tensor_file::{read_tensor_file, write_tensor_file};
 use probelake_format::lake::{encode_batch, CommitRecord, DataFile, EncodedFile, Lake, StagedUnit, UnitCounts};
 use probelake_format::layout::{Table, Unit};
 
-use crate::columns::{DumpColumns, FamilySize, Origin, SourceRow, TensorRow, UnitColumns};
-use crate::construct::{render_construct, take_apart_construct};
+use crate::columns::{
+    ConstructColumns, DumpColumns, Origin, SourceColumns, StackColumns, TensorColumns, TensorRow, UnitColumns,
+};
 use crate::discover::{by_unit, discover, DumpDir, Overrides};
-use crate::dump_file::{rebuilds_source, take_apart_walk, DumpKind, ParsedDump};
+use crate::dump_file::DumpKind;
+use crate::dump_folder::read_dump_files;
 use crate::in_order::map_in_order;
-use crate::read_dump::{parse_dump, DumpDoc};
 use crate::stack::{render_stack, take_apart_stack};
 
 /// Receives progress of a long import or export; every method has a no-op default.
@@ -65,7 +65,7 @@ pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: 
 
     // Units are built a wave at a time, one per thread, and stored before the next wave, so
     // memory holds a wave's files rather than the whole import's (tensor data can be large).
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
+    let threads = available_threads();
     let mut staged: Vec<StagedUnit> = Vec::with_capacity(units.len());
     let mut failure = None;
     'waves: for wave in units.chunks(threads) {
@@ -136,37 +136,65 @@ type BuiltUnit = Result<(Vec<EncodedFile>, UnitCounts)>;
 /// all CPU. Results come back in `units` order ([`map_in_order`]).
 fn build_units(units: &[(Unit, Vec<&DumpDir>)], progress: &dyn Progress) -> Vec<BuiltUnit> {
     let jobs: Vec<&[&DumpDir]> = units.iter().map(|(_, members)| members.as_slice()).collect();
-    map_in_order(jobs, |members| build_unit(members, progress))
+    // The threads a wave leaves over go to its units' files: one large file alone uses them all.
+    let threads = (available_threads() / units.len().max(1)).max(1);
+    let units_at_once = jobs.len();
+    map_in_order(jobs, units_at_once, |members| build_unit(members, threads, progress))
 }
 
-/// Reads one unit's dump folders into columns and encodes its files.
-fn build_unit(dirs: &[&DumpDir], progress: &dyn Progress) -> BuiltUnit {
+/// The threads work may run on: one per CPU this process may use.
+pub(crate) fn available_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).max(1)
+}
+
+/// Reads one unit's dump folders into columns and encodes its files, on up to `threads`
+/// threads.
+fn build_unit(dirs: &[&DumpDir], threads: usize, progress: &dyn Progress) -> BuiltUnit {
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();
     for dir in dirs {
-        read_dump_dir(dir, &mut columns, &mut counts, Reading::Import)?;
+        read_dump_dir(dir, &mut columns, &mut counts, Reading::Import, threads)?;
         progress.advance(dir.dump_bytes());
     }
-    Ok((encode_unit(&mut columns)?, counts))
+    let started = std::time::Instant::now();
+    let encoded = encode_unit(&mut columns, threads)?;
+    tracing::debug!(files = encoded.len(), elapsed = ?started.elapsed(), "unit encoded");
+    Ok((encoded, counts))
 }
 
-/// Encodes a unit's columns into its Parquet files.
-pub(crate) fn encode_unit(columns: &mut UnitColumns) -> Result<Vec<EncodedFile>> {
-    let mut files = Vec::new();
-    for (api, cols) in columns.dump.iter_mut() {
-        files.push(encode_batch(Table::Dump, Some(api), &cols.finish()?)?);
+/// Encodes a unit's columns into its Parquet files, on up to `threads` threads.
+pub(crate) fn encode_unit(columns: &mut UnitColumns, threads: usize) -> Result<Vec<EncodedFile>> {
+    let UnitColumns { dump, stack, construct, tensor, source, has_stack, has_construct } = columns;
+    let mut jobs: Vec<Encode<'_>> = Vec::with_capacity(dump.len() + tensor.len() + 3);
+    jobs.extend(dump.iter_mut().map(|(api, cols)| Encode::Dump(api, cols)));
+    jobs.extend(tensor.iter_mut().map(|(api, cols)| Encode::Tensor(api, cols)));
+    if *has_stack {
+        jobs.push(Encode::Stack(stack));
     }
-    for (api, cols) in columns.tensor.iter_mut() {
-        files.push(encode_batch(Table::Tensor, Some(api), &cols.finish()?)?);
+    if *has_construct {
+        jobs.push(Encode::Construct(construct));
     }
-    if columns.has_stack {
-        files.push(encode_batch(Table::Stack, None, &columns.stack.finish()?)?);
-    }
-    if columns.has_construct {
-        files.push(encode_batch(Table::Construct, None, &columns.construct.finish()?)?);
-    }
-    files.push(encode_batch(Table::Source, None, &columns.source.finish()?)?);
-    Ok(files)
+    jobs.push(Encode::Source(source));
+    map_in_order(jobs, threads, |job| {
+        Ok(match job {
+            Encode::Dump(api, cols) => encode_batch(Table::Dump, Some(api), &cols.finish()?)?,
+            Encode::Tensor(api, cols) => encode_batch(Table::Tensor, Some(api), &cols.finish()?)?,
+            Encode::Stack(cols) => encode_batch(Table::Stack, None, &cols.finish()?)?,
+            Encode::Construct(cols) => encode_batch(Table::Construct, None, &cols.finish()?)?,
+            Encode::Source(cols) => encode_batch(Table::Source, None, &cols.finish()?)?,
+        })
+    })
+    .into_iter()
+    .collect()
+}
+
+/// One file of a unit to encode, from its columns.
+enum Encode<'c> {
+    Dump(&'c str, &'c mut DumpColumns),
+    Tensor(&'c str, &'c mut TensorColumns),
+    Stack(&'c mut StackColumns),
+    Construct(&'c mut ConstructColumns),
+    Source(&'c mut SourceColumns),
 }
 
 /// Stores a built unit's files, invisible until it is committed.
@@ -204,7 +232,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| MsprobeError::io(path, e))
 }
 
-fn indent_of(layout: Layout) -> Option<i32> {
+pub(crate) fn indent_of(layout: Layout) -> Option<i32> {
     layout.indent.map(i32::from)
 }
 
@@ -219,12 +247,13 @@ pub(crate) enum Reading {
     Compare,
 }
 
-/// Reads one dump folder into the unit's columns.
+/// Reads one dump folder into the unit's columns, on up to `threads` threads.
 pub(crate) fn read_dump_dir(
     dir: &DumpDir,
     columns: &mut UnitColumns,
     counts: &mut UnitCounts,
     reading: Reading,
+    threads: usize,
 ) -> Result<()> {
     let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
     let bytes = read_file(&dir.path)?;
@@ -244,6 +273,7 @@ pub(crate) fn read_dump_dir(
         construct: construct.as_deref().map(|b| (construct_path.as_path(), b)),
         relayout: None,
         reading,
+        threads,
     };
     read_dump_files(&files, columns, counts)?;
     counts.tensors += read_tensors(&dir.dir.join("dump_tensor_data"), columns, origin)?;
@@ -266,121 +296,8 @@ pub(crate) struct DumpFiles<'a> {
     /// must then rebuild from its rows: a file kept whole would keep the one-line text.
     pub relayout: Option<u16>,
     pub reading: Reading,
-}
-
-/// Reads one dump file and its stack.json and construct.json into the unit's columns.
-pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, counts: &mut UnitCounts) -> Result<()> {
-    let DumpFiles { path, origin, dump: bytes, .. } = *files;
-    let arena = Arena::new();
-    let DumpDoc { doc, layout, read } = parse_dump(bytes, &arena, files.kind)
-        .map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
-    let keep_skeleton = files.reading == Reading::Import;
-    let parsed = take_apart_walk(&doc, read, bytes, files.kind, layout, keep_skeleton).map_err(|e| e.in_file(path))?;
-
-    // The round trip is checked here, once, rather than trusted: whatever the rows cannot
-    // rebuild byte for byte is kept whole. Rows read to be compared are never written back.
-    let rebuilds = files.reading != Reading::Import || rebuilds_source(&parsed, bytes)?;
-    let original = (!rebuilds).then_some(bytes);
-    if original.is_some() {
-        if files.relayout.is_some() {
-            return Err(relayout_refused(path));
-        }
-        tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
-    }
-    let indent = |layout| files.relayout.map(i32::from).or(indent_of(layout));
-
-    let entries = data_entries(&doc);
-    if columns.dump.is_empty() {
-        for (api, size) in family_sizes(&parsed, entries) {
-            columns.dump.insert(api.to_string(), DumpColumns::with_capacity(size));
-        }
-    }
-    // An entry's leaves are consecutive rows: its family's columns are looked up once for all.
-    for rows in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
-        let Some(first) = rows.first() else { continue };
-        let name = parsed.names.get(first.entry).ok_or_else(|| MsprobeError::Internal("leaf without entry".into()))?;
-        let full = entry_name(entries, first.seq);
-        // Looked up before inserting: the key is allocated once per family, not per entry.
-        if !columns.dump.contains_key(name.api) {
-            columns.dump.insert(name.api.to_string(), DumpColumns::default());
-        }
-        let cols = columns.dump.get_mut(name.api).ok_or_else(|| MsprobeError::Internal("family columns".into()))?;
-        for row in rows {
-            cols.push(row, parsed.value(row), full, name, origin);
-        }
-    }
-
-    let stack = stack_file(files.stack, files.relayout, files.reading, columns, origin)?;
-    let construct = side_file(files.construct, files.relayout, files.reading, |doc, layout, out| {
-        let rows = take_apart_construct(doc)?;
-        render_construct(layout, &rows, out);
-        for (i, row) in rows.iter().enumerate() {
-            columns.construct.push(i as i64, row, origin);
-        }
-        columns.has_construct |= !rows.is_empty();
-        Ok("map")
-    })?;
-
-    let h = &parsed.header;
-    columns.source.push(
-        &SourceRow {
-            file: files.file,
-            kind: files.kind.as_str(),
-            task: h.task.as_deref(),
-            level: h.level.as_deref(),
-            framework: h.framework.as_deref(),
-            dump_data_dir: h.dump_data_dir.as_deref(),
-            entries: parsed.names.len() as i64,
-            leaves: parsed.leaves.len() as i64,
-            bytes: bytes.len() as i64,
-            indent: indent(layout),
-            // Empty where the rows were read to be compared: only export lays it out again.
-            skeleton: &parsed.skeleton,
-            original,
-            stack: stack.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
-            construct: construct.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
-        },
-        origin,
-    );
-    counts.dump_files += 1;
-    counts.entries += parsed.names.len() as u64;
-    counts.leaves += parsed.leaves.len() as u64;
-    counts.json_bytes += bytes.len() as u64;
-    if counts.task.is_none() {
-        counts.task.clone_from(&h.task);
-        counts.level.clone_from(&h.level);
-        counts.framework.clone_from(&h.framework);
-    }
-    Ok(())
-}
-
-/// The members of the document's `data` object (none if it has none).
-fn data_entries<'d>(doc: &'d Node<'d>) -> &'d [(Cow<'d, str>, Node<'d>)] {
-    match doc.value.get("data").map(|d| &d.value) {
-        Some(Value::Object(entries)) => entries,
-        _ => &[],
-    }
-}
-
-fn entry_name<'d>(entries: &'d [(Cow<'d, str>, Node<'d>)], seq: i64) -> &'d str {
-    entries.get(seq as usize).map_or("", |(k, _)| k.as_ref())
-}
-
-/// What each API family of a file adds to the dump columns, families in order of first leaf.
-fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'_>)]) -> Vec<(&'p str, FamilySize)> {
-    let mut sizes: Vec<(&str, FamilySize)> = Vec::new();
-    for row in &parsed.leaves {
-        let Some(name) = parsed.names.get(row.entry) else { continue };
-        let at = match sizes.iter().position(|(api, _)| *api == name.api) {
-            Some(at) => at,
-            None => {
-                sizes.push((name.api, FamilySize::default()));
-                sizes.len() - 1
-            }
-        };
-        sizes[at].1.add(entry_name(entries, row.seq), &row.path, &row.item);
-    }
-    sizes
+    /// The threads reading the files may use.
+    pub threads: usize,
 }
 
 pub(crate) type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
@@ -396,7 +313,7 @@ pub(crate) fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
 
 /// Reads stack.json or construct.json if present: `take` collects rows and renders them back,
 /// and the original is kept where that rendering differs.
-fn side_file(
+pub(crate) fn side_file(
     file: Option<(&Path, &[u8])>,
     relayout: Option<u16>,
     reading: Reading,
@@ -421,7 +338,8 @@ pub(crate) fn stack_file(
     file: Option<(&Path, &[u8])>,
     relayout: Option<u16>,
     reading: Reading,
-    columns: &mut UnitColumns,
+    columns: &mut StackColumns,
+    has_stack: &mut bool,
     origin: Origin,
 ) -> Result<SideFile> {
     side_file(file, relayout, reading, |doc, layout, out| {
@@ -429,16 +347,16 @@ pub(crate) fn stack_file(
         if reading == Reading::Import {
             render_stack(format, layout, &rows, out);
         }
-        columns.stack.reserve(&rows);
+        columns.reserve(&rows);
         for row in &rows {
-            columns.stack.push(row, origin);
+            columns.push(row, origin);
         }
-        columns.has_stack |= !rows.is_empty();
+        *has_stack |= !rows.is_empty();
         Ok(format.as_str())
     })
 }
 
-fn relayout_refused(path: &Path) -> MsprobeError {
+pub(crate) fn relayout_refused(path: &Path) -> MsprobeError {
     MsprobeError::Layout {
         path: path.to_path_buf(),
         message: "its rows do not rebuild the one-line text, so it cannot be stored for another layout; \

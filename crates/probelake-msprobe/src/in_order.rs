@@ -6,16 +6,32 @@ use std::sync::Mutex;
 
 use crate::error::{MsprobeError, Result};
 
-/// Runs `work` on every job, one thread per job, and returns the results in job order.
+/// Runs `work` on every job, on up to `threads` threads, and returns the results in job order.
 ///
 /// After a job fails, jobs after it that have not started are skipped; their slots hold an
 /// error no caller reaches, since callers stop at the first error in order. Every job before
 /// a failure still runs, so that first error is always a real one.
-pub(crate) fn map_in_order<T: Send, R: Send>(jobs: Vec<T>, work: impl Fn(T) -> Result<R> + Sync) -> Vec<Result<R>> {
-    if jobs.len() <= 1 {
-        return jobs.into_iter().map(work).collect();
+pub(crate) fn map_in_order<T: Send, R: Send>(
+    jobs: Vec<T>,
+    threads: usize,
+    work: impl Fn(T) -> Result<R> + Sync,
+) -> Vec<Result<R>> {
+    let threads = threads.min(jobs.len());
+    if threads <= 1 {
+        // One after another, stopping at the first failure as the threads do.
+        let mut failed = false;
+        return jobs
+            .into_iter()
+            .map(|job| {
+                if failed {
+                    return Err(MsprobeError::Internal("not processed: an earlier job failed".into()));
+                }
+                let result = work(job);
+                failed = result.is_err();
+                result
+            })
+            .collect();
     }
-    let threads = jobs.len();
     let first_failure = AtomicUsize::new(usize::MAX);
     let next = AtomicUsize::new(0);
     let jobs: Vec<Mutex<Option<T>>> = jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
@@ -46,7 +62,7 @@ pub(crate) fn map_in_order<T: Send, R: Send>(jobs: Vec<T>, work: impl Fn(T) -> R
             slot.into_inner()
                 .ok()
                 .flatten()
-                .unwrap_or_else(|| Err(MsprobeError::Internal("unit not processed: an earlier unit failed".into())))
+                .unwrap_or_else(|| Err(MsprobeError::Internal("not processed: an earlier job failed".into())))
         })
         .collect()
 }

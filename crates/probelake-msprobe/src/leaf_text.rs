@@ -454,13 +454,63 @@ fn quick_value(token: &[u8]) -> Option<f64> {
 
 /// The leaves [`parse_dump`](crate::parse_dump) read straight from a file's text with a
 /// [`LeafReader`], in the order it met them; the document's
-/// [`Value::Taken`](crate::json::Value::Taken) nodes hold their indexes.
+/// [`Value::Taken`](crate::json::Value::Taken) nodes hold their indexes. A file parsed in
+/// pieces ([`parse_dump_in_pieces`](crate::parse_dump_in_pieces)) has one list per piece, and
+/// an index names its piece in its top bits ([`piece_index`]).
 #[derive(Debug, Default)]
 pub struct ReadLeaves<'a> {
-    pub(crate) leaves: Vec<ReadLeaf<'a>>,
+    pub(crate) values: LeafValues<'a>,
     /// The arena the document was parsed into, which keeps the rows' `path` and `item` too:
     /// two allocations and two frees a leaf fewer.
     pub(crate) strings: Option<&'a Arena>,
+}
+
+/// Leaves read from a file, by [`piece_index`].
+#[derive(Debug, Default)]
+pub(crate) struct LeafValues<'a> {
+    /// The leaves read outside the pieces (all of them where there are none), then those the
+    /// walk takes apart from nodes ([`LeafValues::push`]).
+    pub(crate) leaves: Vec<ReadLeaf<'a>>,
+    /// Those read by each piece, in file order.
+    pub(crate) pieces: Vec<Vec<ReadLeaf<'a>>>,
+}
+
+impl ReadLeaves<'_> {
+    /// How many leaves were read.
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+}
+
+/// The bits of a leaf's index below its piece number.
+const PIECE_SHIFT: u32 = usize::BITS - 8;
+
+/// The index of the `local`th leaf of piece `piece` (0: outside the pieces, 1: the first
+/// piece, …); `None` where `local` does not fit below the piece number.
+pub(crate) fn piece_index(piece: usize, local: usize) -> Option<usize> {
+    (local >> PIECE_SHIFT == 0 && piece >> 8 == 0).then_some(piece << PIECE_SHIFT | local)
+}
+
+impl<'a> LeafValues<'a> {
+    /// The leaf at `index` ([`piece_index`]).
+    pub(crate) fn get(&self, index: usize) -> Option<&ReadLeaf<'a>> {
+        let local = index & ((1 << PIECE_SHIFT) - 1);
+        match index >> PIECE_SHIFT {
+            0 => self.leaves.get(local),
+            piece => self.pieces.get(piece - 1)?.get(local),
+        }
+    }
+
+    /// Adds a leaf outside the pieces; its index.
+    pub(crate) fn push(&mut self, leaf: ReadLeaf<'a>) -> usize {
+        self.leaves.push(leaf);
+        self.leaves.len() - 1
+    }
+
+    /// How many leaves there are.
+    pub(crate) fn len(&self) -> usize {
+        self.leaves.len() + self.pieces.iter().map(Vec::len).sum::<usize>()
+    }
 }
 
 #[derive(Debug)]

@@ -7,10 +7,13 @@
 //! [`take_apart_source`]: crate::take_apart_source
 //! [`Value::Taken`]: crate::json::Value::Taken
 
-use crate::json::{detect_layout, parse_taking, Arena, Layout, Node, ObjectStart, SyntaxError, TakenObject, MAX_DEPTH};
+use crate::json::{
+    detect_layout, parse_in_pieces, parse_taking, Arena, Layout, Node, ObjectStart, PieceParse, SyntaxError,
+    TakenObject, MAX_DEPTH,
+};
 
 use crate::dump_file::{DumpKind, ENTRY_DEPTH};
-use crate::leaf_text::{LeafReader, ReadLeaf, ReadLeaves};
+use crate::leaf_text::{piece_index, LeafReader, LeafValues, ReadLeaf, ReadLeaves};
 
 /// A dump file parsed for [`take_apart_read`](crate::take_apart_read): the document, its
 /// layout, and the leaves read straight from the text as it was parsed.
@@ -31,6 +34,33 @@ pub struct DumpDoc<'a> {
 /// takes the result apart to the same rows as [`take_apart_source`](crate::take_apart_source)
 /// takes a plainly [`parse`](crate::json::parse)d document.
 pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Result<DumpDoc<'a>, SyntaxError> {
+    parse_dump_in_pieces(bytes, arena, &mut [], kind)
+}
+
+/// Files smaller than this are parsed whole: a thread costs more than it saves on them.
+pub const MIN_PIECE_BYTES: usize = 1 << 20;
+
+/// [`parse_dump`], with the entries of an indented file's `data` parsed in up to
+/// `pieces.len()` pieces of at least [`MIN_PIECE_BYTES`], one thread each (the caller's among
+/// them), each piece's values in its arena of `pieces` ([`parse_in_pieces`]). The document,
+/// its rows and its errors are [`parse_dump`]'s.
+pub fn parse_dump_in_pieces<'a>(
+    bytes: &'a [u8],
+    arena: &'a Arena,
+    pieces: &'a mut [Arena],
+    kind: DumpKind,
+) -> Result<DumpDoc<'a>, SyntaxError> {
+    parse_dump_cut(bytes, arena, pieces, kind, MIN_PIECE_BYTES)
+}
+
+/// [`parse_dump_in_pieces`] with pieces of at least `min_piece_bytes` (tests cut small files).
+pub(crate) fn parse_dump_cut<'a>(
+    bytes: &'a [u8],
+    arena: &'a Arena,
+    pieces: &'a mut [Arena],
+    kind: DumpKind,
+    min_piece_bytes: usize,
+) -> Result<DumpDoc<'a>, SyntaxError> {
     let layout = detect_layout(bytes);
     // Leaves are values inside the slots of dump.json's entries, and debug.json's entries
     // themselves; above those, an object is never a leaf, whatever it holds.
@@ -38,22 +68,59 @@ pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Resu
         DumpKind::Dump => ENTRY_DEPTH + 1,
         DumpKind::Debug => ENTRY_DEPTH,
     };
+    let count = pieces.len().min(bytes.len() / min_piece_bytes.max(1));
+    let pieces = &mut pieces[..count];
     // msprobe's leaves take ~290 bytes each in its layout: room for all but an odd file's, so
     // that a file's leaves (~200 bytes each) are not copied over again as the vector grows.
-    let mut read = Vec::with_capacity(bytes.len() / 256);
-    let mut reader = LeafReader::new(layout);
-    let doc = parse_taking(bytes, arena, &mut |at: ObjectStart<'a, '_>| {
+    let room = bytes.len() / 256 / count.max(1);
+    let mut readers: Vec<PieceReader<'a>> = (0..=count)
+        .map(|piece| PieceReader {
+            piece,
+            reader: LeafReader::new(layout),
+            // Outside the pieces there is only the header.
+            read: Vec::with_capacity(if piece == 0 && count > 0 { 0 } else { room }),
+        })
+        .collect();
+    let take = |r: &mut PieceReader<'a>, at: ObjectStart<'a, '_>| {
         // A `tensor` member may be a `class_type` record's tensor, which `Leaf::from_node`
         // looks into; and a shape one level below the parser's depth limit is that limit's
         // error to give.
         if at.depth < first || at.depth + 1 >= MAX_DEPTH || at.key == Some("tensor") {
             return None;
         }
-        let (leaf, len) = reader.read(at.text, at.pos, at.depth)?;
-        read.push(ReadLeaf { leaf, len, depth: at.depth });
-        Some(TakenObject { len, index: read.len() - 1 })
-    })?;
-    Ok(DumpDoc { doc, layout, read: ReadLeaves { leaves: read, strings: Some(arena) } })
+        let index = piece_index(r.piece, r.read.len())?;
+        let (leaf, len) = r.reader.read(at.text, at.pos, at.depth)?;
+        r.read.push(ReadLeaf { leaf, len, depth: at.depth });
+        Some(TakenObject { len, index })
+    };
+    let parsed = match layout.indent {
+        Some(indent) if count >= 2 => {
+            parse_in_pieces(bytes, arena, pieces, "data", usize::from(indent), &mut readers, &take)?
+        }
+        _ => {
+            let main = readers.first_mut().ok_or_else(|| internal("no reader"))?;
+            PieceParse { doc: parse_taking(bytes, arena, &mut |at| take(main, at))?, pieces_used: false }
+        }
+    };
+    let mut readers = readers.into_iter().map(|r| r.read);
+    let leaves = readers.next().unwrap_or_default();
+    let pieces = if parsed.pieces_used { readers.collect() } else { Vec::new() };
+    Ok(DumpDoc {
+        doc: parsed.doc,
+        layout,
+        read: ReadLeaves { values: LeafValues { leaves, pieces }, strings: Some(arena) },
+    })
+}
+
+/// The reader of one piece of a file: its leaves, numbered by [`piece_index`].
+struct PieceReader<'a> {
+    piece: usize,
+    reader: LeafReader,
+    read: Vec<ReadLeaf<'a>>,
+}
+
+fn internal(message: &str) -> SyntaxError {
+    SyntaxError { offset: 0, line: 1, column: 1, path: "$".into(), message: format!("internal error: {message}") }
 }
 
 #[cfg(test)]
@@ -94,6 +161,16 @@ mod tests {
         let files = dump_files_below(&fixtures);
         assert!(!files.is_empty(), "no dump files in {}", fixtures.display());
         let (read, leaves) = read_straight(&files);
+        // Each way agreed on every file; most were cut into pieces for the third.
+        let cut = files
+            .iter()
+            .filter(|path| {
+                let bytes = std::fs::read(path).unwrap();
+                let (arena, mut pieces) = (Arena::new(), [Arena::new(), Arena::new(), Arena::new()]);
+                !parse_dump_cut(&bytes, &arena, &mut pieces, DumpKind::Dump, 1).unwrap().read.values.pieces.is_empty()
+            })
+            .count();
+        assert!(cut * 2 > files.len(), "{cut} of {} files cut into pieces", files.len());
         // Integer statistics, `class_type` records and container values are left to the
         // general way; the rest, most of every file, is read straight.
         assert!(read * 10 > leaves * 8, "{read} of {leaves} leaves read straight from {} files", files.len());

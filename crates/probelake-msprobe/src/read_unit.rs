@@ -46,7 +46,7 @@ pub fn read_unit(dirs: &[&DumpDir]) -> Result<UnitTables> {
     let mut columns = UnitColumns::default();
     let mut counts = UnitCounts::default();
     for dir in dirs {
-        read_dump_dir(dir, &mut columns, &mut counts, Reading::Compare)?;
+        read_dump_dir(dir, &mut columns, &mut counts, Reading::Compare, 1)?;
     }
     let dump = columns.dump.values_mut().map(|c| c.finish()).collect::<std::result::Result<_, _>>()?;
     let tensor = columns.tensor.values_mut().map(|c| c.finish()).collect::<std::result::Result<_, _>>()?;
@@ -71,7 +71,7 @@ pub fn read_unit_stacks(dirs: &[&DumpDir]) -> Result<UnitStacks> {
         let path = dir.dir.join("stack.json");
         let Some(bytes) = read_if_present(&path)? else { continue };
         let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
-        stack_file(Some((&path, &bytes)), None, Reading::Compare, &mut columns, origin)?;
+        stack_file(Some((&path, &bytes)), None, Reading::Compare, &mut columns.stack, &mut columns.has_stack, origin)?;
         files.push(origin);
     }
     let stack = if columns.has_stack { Some(columns.stack.finish()?) } else { None };

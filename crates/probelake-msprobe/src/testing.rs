@@ -5,10 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::dump_file::{rebuilds_source, take_apart, take_apart_read, take_apart_source, DumpKind, LeafRow};
+use crate::dump_file::{
+    rebuilds_source, take_apart, take_apart_read, take_apart_source, DumpKind, LeafRow, ParsedDump,
+};
 use crate::json::{detect_layout, parse, Arena};
 use crate::leaf::Leaf;
-use crate::read_dump::parse_dump;
+use crate::read_dump::{parse_dump, parse_dump_cut};
 
 /// Takes `bytes` apart both ways, plainly parsed and with leaves read straight from the
 /// text, and checks they agree on everything: rows, skeleton, errors, the rebuild check.
@@ -17,27 +19,42 @@ pub fn both_ways_agree(bytes: &[u8], kind: DumpKind) -> usize {
     let (arena, fast_arena) = (Arena::new(), Arena::new());
     let plain = parse(bytes, &arena);
     let fast = parse_dump(bytes, &fast_arena, kind);
-    let (plain, fast) = match (plain, fast) {
-        (Ok(plain), Ok(fast)) => (plain, fast),
-        (Err(a), Err(b)) => {
+    // The third way: the leaves read straight, by three threads, each from a piece of `data`.
+    let (cut_arena, mut piece_arenas) = (Arena::new(), [Arena::new(), Arena::new(), Arena::new()]);
+    let cut = parse_dump_cut(bytes, &cut_arena, &mut piece_arenas, kind, 1);
+    let (plain, fast, cut) = match (plain, fast, cut) {
+        (Ok(plain), Ok(fast), Ok(cut)) => (plain, fast, cut),
+        (Err(a), Err(b), Err(c)) => {
             assert_eq!(a, b);
+            assert_eq!(a, c);
             return 0;
         }
-        (a, b) => panic!("one way parses, the other not: {a:?} / {b:?}"),
+        (a, b, c) => panic!("one way parses, another not: {a:?} / {b:?} / {c:?}"),
     };
     let layout = detect_layout(bytes);
     assert_eq!(fast.layout, layout);
-    let read = fast.read.leaves.len();
+    let read = fast.read.len();
+    assert_eq!(cut.read.len(), read);
     let a = take_apart_source(&plain, bytes, kind, layout);
     let b = take_apart_read(&fast.doc, fast.read, bytes, kind, layout);
-    let (a, b) = match (a, b) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(a), Err(b)) => {
+    let c = take_apart_read(&cut.doc, cut.read, bytes, kind, layout);
+    let (a, b, c) = match (a, b, c) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(a), Err(b), Err(c)) => {
             assert_eq!(a.to_string(), b.to_string());
+            assert_eq!(a.to_string(), c.to_string());
             return read;
         }
-        (a, b) => panic!("one way takes the file apart, the other not: {a:?} / {b:?}"),
+        (a, b, c) => panic!("one way takes the file apart, another not: {a:?} / {b:?} / {c:?}"),
     };
+    assert_same_rows(&a, &c, bytes);
+    assert_same_rows(&a, &b, bytes);
+    read
+}
+
+/// Checks that two ways of taking a file apart agree on everything: rows, values, skeleton and
+/// the rebuild check.
+fn assert_same_rows(a: &ParsedDump<'_>, b: &ParsedDump<'_>, bytes: &[u8]) {
     assert_eq!((&a.header, a.layout, &a.skeleton, &a.names), (&b.header, b.layout, &b.skeleton, &b.names));
     assert_eq!(a.leaves.len(), b.leaves.len());
     for (x, y) in a.leaves.iter().zip(&b.leaves) {
@@ -52,8 +69,7 @@ pub fn both_ways_agree(bytes: &[u8], kind: DumpKind) -> usize {
         // A leaf read straight is its rendering by construction; the general way finds so.
         assert_eq!(x.exact_len, y.exact_len);
     }
-    assert_eq!(rebuilds_source(&a, bytes).unwrap(), rebuilds_source(&b, bytes).unwrap());
-    read
+    assert_eq!(rebuilds_source(a, bytes).unwrap(), rebuilds_source(b, bytes).unwrap());
 }
 
 /// Every file below `root`, in path order.

@@ -2,6 +2,7 @@
 //! writers that reproduce CPython's `json.dump` byte for byte.
 
 mod parse;
+mod pieces;
 mod pretty;
 mod render;
 mod words;
@@ -11,6 +12,7 @@ pub use parse::{
     format_path, parse, parse_skeleton, parse_taking, Arena, Node, ObjectStart, PathSegment, SyntaxError, TakeObject,
     TakenObject, Value, MAX_DEPTH,
 };
+pub use pieces::{parse_in_pieces, PieceParse};
 pub use pretty::{
     detect_layout, write_compact, write_node, write_node_instead, ArrayWriter, FillHole, Layout, ObjectWriter,
     WriteInstead,

@@ -276,7 +276,21 @@ fn parse_with<'a>(
             ))
         }
     };
-    let mut parser = Parser { text, bytes: input, pos: 0, holes, arena: &arena.0, take };
+    parse_text(text, arena, holes, take, None).map(|(node, _)| node)
+}
+
+/// Parses the document `text`, with `splice`'s members in place of its object's text; whether
+/// they were put in place too.
+pub(super) fn parse_text<'a>(
+    text: &'a str,
+    arena: &'a Arena,
+    holes: bool,
+    take: Option<&mut TakeObject<'a, '_>>,
+    splice: Option<Splice<'a>>,
+) -> Result<(Node<'a>, bool), SyntaxError> {
+    let input = text.as_bytes();
+    let spliced = splice.is_some();
+    let mut parser = Parser { text, bytes: input, pos: 0, holes, arena: &arena.0, take, piece: None, splice };
     let result = parser.skip_ws().and_then(|()| parser.value()).and_then(|node| {
         parser.skip_ws()?;
         if parser.pos < parser.bytes.len() {
@@ -284,7 +298,43 @@ fn parse_with<'a>(
         }
         Ok(node)
     });
-    result.map_err(|e| locate(input, e))
+    let node = result.map_err(|e| locate(input, e))?;
+    Ok((node, spliced && parser.splice.is_none()))
+}
+
+/// Parses a piece of an object's members, from the member name at `start` to `bounds`' end:
+/// the members, and where the piece ends (the next piece's first member, or the object's `}`).
+/// `None` where the text there is not such a piece.
+pub(super) fn parse_piece<'a>(
+    text: &'a str,
+    arena: &'a Arena,
+    start: usize,
+    bounds: PieceBounds,
+    take: Option<&mut TakeObject<'a, '_>>,
+) -> Option<(Members<'a>, usize)> {
+    let depth = bounds.depth.checked_sub(1)?;
+    let mut parser = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos: start,
+        holes: false,
+        arena: &arena.0,
+        take,
+        piece: Some(bounds),
+        splice: None,
+    };
+    // The containers around the piece, as the parser of the whole document has them open; the
+    // outer ones are never closed here.
+    let mut stack: Vec<Frame<'a>> =
+        (0..depth).map(|_| Frame::Object { pos: start, start: 0, key: Cow::Borrowed("") }).collect();
+    let key = parser.member_name().ok()?;
+    parser.skip_ws().ok()?;
+    stack.push(Frame::Object { pos: start, start: 0, key });
+    let node = parser.value_iter(&mut stack, &mut Scratch::default()).ok()?;
+    match node.value {
+        Value::Object(members) => Some((members, parser.pos)),
+        _ => None,
+    }
 }
 
 fn locate(input: &[u8], raw: RawError) -> SyntaxError {
@@ -357,6 +407,37 @@ struct Parser<'a, 't, 'f> {
     holes: bool,
     arena: &'a Bump,
     take: Option<&'t mut TakeObject<'a, 'f>>,
+    /// Where this parser reads a [piece](super::pieces) of an object's members, not a document.
+    piece: Option<PieceBounds>,
+    /// Members parsed as pieces, spliced in where their object's first member starts.
+    splice: Option<Splice<'a>>,
+}
+
+/// An object's members, in file order.
+pub(super) type Members<'a> = &'a [(Cow<'a, str>, Node<'a>)];
+
+/// Where a parser reading a piece of an object's members stops.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PieceBounds {
+    /// The depth of the object's members (the number of containers open around them).
+    pub(super) depth: usize,
+    /// The next piece's first member: the piece ends where a `,` between members at `depth`
+    /// leads to it. `None` for the last piece, which ends at the object's `}`.
+    pub(super) stop: Option<usize>,
+}
+
+/// The members of one object, parsed in pieces ([`super::pieces`]), for [`parse_spliced`] to put
+/// in place of the object's text.
+#[derive(Debug)]
+pub(super) struct Splice<'a> {
+    /// Where the object's first member starts.
+    pub(super) first_member: usize,
+    /// The depth of the object's members.
+    pub(super) depth: usize,
+    /// The members, piece by piece, in file order.
+    pub(super) members: Vec<Members<'a>>,
+    /// Where the object's `}` is.
+    pub(super) end: usize,
 }
 
 impl<'a> Parser<'a, '_, '_> {
@@ -421,6 +502,8 @@ impl<'a> Parser<'a, '_, '_> {
                             if self.peek() == Some(b'}') {
                                 self.pos += 1;
                                 Node { pos, value: Value::Object(&[]) }
+                            } else if let Some(members) = self.spliced(stack.len() + 1) {
+                                Node { pos, value: Value::Object(members) }
                             } else {
                                 let key = self.member_name()?;
                                 stack.push(Frame::Object { pos, start: scratch.members.len(), key });
@@ -455,6 +538,7 @@ impl<'a> Parser<'a, '_, '_> {
             };
             // Attach the finished value to its container; close containers that end here.
             loop {
+                let depth = stack.len();
                 let Some(frame) = stack.last_mut() else {
                     return Ok(done);
                 };
@@ -483,9 +567,24 @@ impl<'a> Parser<'a, '_, '_> {
                             Some(b',') => {
                                 self.pos += 1;
                                 self.skip_ws()?;
+                                if let Some(piece) = self.piece.filter(|p| p.depth == depth) {
+                                    match piece.stop {
+                                        Some(stop) if self.pos == stop => return Ok(self.piece_end(stack, scratch)),
+                                        Some(stop) if self.pos > stop => {
+                                            return Err(self.error("a piece missed its end"))
+                                        }
+                                        _ => {}
+                                    }
+                                }
                                 *key = self.member_name()?;
                                 self.skip_ws()?;
                                 continue 'value;
+                            }
+                            Some(b'}') if self.piece.is_some_and(|p| p.depth == depth) => {
+                                return match self.piece.and_then(|p| p.stop) {
+                                    None => Ok(self.piece_end(stack, scratch)),
+                                    Some(_) => Err(self.error("a piece ended before its end")),
+                                };
                             }
                             Some(b'}') => self.pos += 1,
                             Some(b) => {
@@ -509,6 +608,30 @@ impl<'a> Parser<'a, '_, '_> {
                 };
             }
         }
+    }
+
+    /// The members of the object whose first member starts here, at `depth`, if they were
+    /// parsed as pieces; the parser moves past the object's `}`.
+    fn spliced(&mut self, depth: usize) -> Option<&'a [(Cow<'a, str>, Node<'a>)]> {
+        let splice = self.splice.as_ref()?;
+        if splice.first_member != self.pos || splice.depth != depth || self.bytes.get(splice.end) != Some(&b'}') {
+            return None;
+        }
+        let splice = self.splice.take()?;
+        self.pos = splice.end + 1;
+        let members: Vec<(Cow<'a, str>, Node<'a>)> =
+            splice.members.iter().flat_map(|piece| piece.iter().cloned()).collect();
+        Some(self.arena.alloc_slice_fill_iter(members))
+    }
+
+    /// The members a piece parsed, as one object's: where the piece ends, with the parser at
+    /// its end.
+    fn piece_end(&mut self, stack: &[Frame<'a>], scratch: &mut Scratch<'a>) -> Node<'a> {
+        let (pos, start) = match stack.last() {
+            Some(Frame::Object { pos, start, .. }) => (*pos, *start),
+            _ => (self.pos, scratch.members.len()),
+        };
+        Node { pos, value: Value::Object(self.arena.alloc_slice_fill_iter(scratch.members.drain(start..))) }
     }
 
     /// Offers the object starting here to the caller's reader; if it read it, moves past it.

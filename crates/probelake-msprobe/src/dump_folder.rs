@@ -1,0 +1,260 @@
+//! One dump folder's JSON files into a unit's columns, on the threads the import gives it.
+//!
+//! A unit of one large dump.json is the common case (one rank's dump of one step), so the work
+//! of one file is split where it can be: stack.json and construct.json are read beside
+//! dump.json, its `data` is parsed in pieces ([`parse_dump_in_pieces`]), its API families fill
+//! their columns on their own threads while the round trip is checked on another. The rows,
+//! columns and errors are those of reading it on one thread: errors of dump.json come first,
+//! then those of stack.json, then construct.json's.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use crate::columns::{ConstructColumns, DumpColumns, FamilySize, Origin, SourceRow, StackColumns, UnitColumns};
+use crate::construct::{render_construct, take_apart_construct};
+use crate::dump_file::{rebuilds_source, take_apart_walk, Header, ParsedDump};
+use crate::error::{MsprobeError, Result};
+use crate::import::{indent_of, relayout_refused, side_file, stack_file, DumpFiles, Reading, SideFile};
+use crate::json::{Arena, Layout, Node, Value};
+use crate::read_dump::{parse_dump_in_pieces, DumpDoc};
+use probelake_format::lake::UnitCounts;
+
+/// What the source row keeps of a dump file read into the dump columns.
+struct DumpRead {
+    header: Header,
+    layout: Layout,
+    entries: usize,
+    leaves: usize,
+    skeleton: String,
+    /// Whether the file is kept whole: its rows do not rebuild it byte for byte.
+    kept_whole: bool,
+}
+
+/// Reads one dump file and its stack.json and construct.json into the unit's columns.
+pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, counts: &mut UnitCounts) -> Result<()> {
+    let UnitColumns { dump, stack, construct, source, has_stack, has_construct, .. } = columns;
+    let (read, sides) = if files.threads > 1 {
+        std::thread::scope(|scope| {
+            let sides = scope.spawn(|| read_side_files(files, stack, has_stack, construct, has_construct));
+            let read = read_dump(files, dump);
+            let sides = sides.join().unwrap_or_else(|_| Err(MsprobeError::Internal("side files' thread".into())));
+            (read, sides)
+        })
+    } else {
+        let read = read_dump(files, dump)?;
+        (Ok(read), read_side_files(files, stack, has_stack, construct, has_construct))
+    };
+    let (read, (stack, construct)) = (read?, sides?);
+    let bytes = files.dump;
+    let h = &read.header;
+    source.push(
+        &SourceRow {
+            file: files.file,
+            kind: files.kind.as_str(),
+            task: h.task.as_deref(),
+            level: h.level.as_deref(),
+            framework: h.framework.as_deref(),
+            dump_data_dir: h.dump_data_dir.as_deref(),
+            entries: read.entries as i64,
+            leaves: read.leaves as i64,
+            bytes: bytes.len() as i64,
+            indent: files.relayout.map(i32::from).or(indent_of(read.layout)),
+            // Empty where the rows were read to be compared: only export lays it out again.
+            skeleton: &read.skeleton,
+            original: read.kept_whole.then_some(bytes),
+            stack: stack.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
+            construct: construct.as_ref().map(|(f, l, o)| (*f, *l, o.as_deref())),
+        },
+        files.origin,
+    );
+    counts.dump_files += 1;
+    counts.entries += read.entries as u64;
+    counts.leaves += read.leaves as u64;
+    counts.json_bytes += bytes.len() as u64;
+    if counts.task.is_none() {
+        counts.task.clone_from(&h.task);
+        counts.level.clone_from(&h.level);
+        counts.framework.clone_from(&h.framework);
+    }
+    Ok(())
+}
+
+/// stack.json and construct.json, in that order.
+fn read_side_files(
+    files: &DumpFiles<'_>,
+    stack: &mut StackColumns,
+    has_stack: &mut bool,
+    construct: &mut ConstructColumns,
+    has_construct: &mut bool,
+) -> Result<(SideFile, SideFile)> {
+    let origin = files.origin;
+    let stack = stack_file(files.stack, files.relayout, files.reading, stack, has_stack, origin)?;
+    let construct = side_file(files.construct, files.relayout, files.reading, |doc, layout, out| {
+        let rows = take_apart_construct(doc)?;
+        render_construct(layout, &rows, out);
+        for (i, row) in rows.iter().enumerate() {
+            construct.push(i as i64, row, origin);
+        }
+        *has_construct |= !rows.is_empty();
+        Ok("map")
+    })?;
+    Ok((stack, construct))
+}
+
+/// Reads the dump file into its families' columns.
+fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) -> Result<DumpRead> {
+    let DumpFiles { path, origin, dump: bytes, .. } = *files;
+    let started = std::time::Instant::now();
+    let arena = Arena::new();
+    let mut pieces: Vec<Arena> = (0..files.threads).map(|_| Arena::new()).collect();
+    let DumpDoc { doc, layout, read } = parse_dump_in_pieces(bytes, &arena, &mut pieces, files.kind)
+        .map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
+    let parsed_at = started.elapsed();
+    let keep_skeleton = files.reading == Reading::Import;
+    let mut parsed =
+        take_apart_walk(&doc, read, bytes, files.kind, layout, keep_skeleton).map_err(|e| e.in_file(path))?;
+    let taken_apart_at = started.elapsed();
+
+    let entries = data_entries(&doc);
+    if dump.is_empty() {
+        for (api, size) in family_sizes(&parsed, entries) {
+            dump.insert(api.to_string(), DumpColumns::with_capacity(size));
+        }
+    }
+    // Looked up before inserting: the key is allocated once per family, not per entry.
+    for name in &parsed.names {
+        if !dump.contains_key(name.api) {
+            dump.insert(name.api.to_string(), DumpColumns::default());
+        }
+    }
+    // The round trip is checked here, once, rather than trusted: whatever the rows cannot
+    // rebuild byte for byte is kept whole. Rows read to be compared are never written back.
+    let check = files.reading == Reading::Import;
+    let rebuilds = fill_families(&parsed, entries, dump, origin, files.threads, |p| {
+        if check {
+            rebuilds_source(p, bytes)
+        } else {
+            Ok(true)
+        }
+    })?;
+    if !rebuilds {
+        if files.relayout.is_some() {
+            return Err(relayout_refused(path));
+        }
+        tracing::debug!(file = %path.display(), "dump file kept whole: its layout is not json.dump's");
+    }
+    tracing::debug!(
+        file = %path.display(),
+        parse = ?parsed_at,
+        take_apart = ?(taken_apart_at - parsed_at),
+        columns_and_check = ?(started.elapsed() - taken_apart_at),
+        "dump file read"
+    );
+    Ok(DumpRead {
+        header: std::mem::take(&mut parsed.header),
+        layout,
+        entries: parsed.names.len(),
+        leaves: parsed.leaves.len(),
+        skeleton: std::mem::take(&mut parsed.skeleton),
+        kept_whole: !rebuilds,
+    })
+}
+
+/// Pushes every row of `parsed` into its family's columns of `dump` (each family there), and
+/// runs `check` beside: the families are shared out over `threads` threads, in shares of
+/// about equal rows.
+fn fill_families(
+    parsed: &ParsedDump<'_>,
+    entries: &[(Cow<'_, str>, Node<'_>)],
+    dump: &mut BTreeMap<String, DumpColumns>,
+    origin: Origin,
+    threads: usize,
+    check: impl FnOnce(&ParsedDump<'_>) -> Result<bool> + Send,
+) -> Result<bool> {
+    if threads <= 1 || dump.len() < 2 {
+        let mut all: Vec<(&str, &mut DumpColumns)> = dump.iter_mut().map(|(k, v)| (k.as_str(), v)).collect();
+        fill_share(parsed, entries, &mut all, origin)?;
+        return check(parsed);
+    }
+    let mut rows: BTreeMap<&str, usize> = BTreeMap::new();
+    for entry in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
+        if let Some(name) = entry.first().and_then(|row| parsed.names.get(row.entry)) {
+            *rows.entry(name.api).or_default() += entry.len();
+        }
+    }
+    // Largest first, each to the share with the fewest rows so far.
+    let mut families: Vec<(usize, &str, &mut DumpColumns)> =
+        dump.iter_mut().map(|(k, v)| (rows.get(k.as_str()).copied().unwrap_or(0), k.as_str(), v)).collect();
+    families.sort_by_key(|f| std::cmp::Reverse(f.0));
+    let mut shares: Vec<(usize, Vec<(&str, &mut DumpColumns)>)> = (0..threads).map(|_| (0, Vec::new())).collect();
+    for (rows, family, columns) in families {
+        if let Some(share) = shares.iter_mut().min_by_key(|s| s.0) {
+            share.0 += rows;
+            share.1.push((family, columns));
+        }
+    }
+    std::thread::scope(|scope| {
+        let check = scope.spawn(|| check(parsed));
+        let mut shares = shares.into_iter().filter(|s| !s.1.is_empty()).map(|s| s.1);
+        let first = shares.next();
+        let others: Vec<_> =
+            shares.map(|mut share| scope.spawn(move || fill_share(parsed, entries, &mut share, origin))).collect();
+        let mut result = first.map_or(Ok(()), |mut share| fill_share(parsed, entries, &mut share, origin));
+        for other in others {
+            let joined = other.join().unwrap_or_else(|_| Err(MsprobeError::Internal("columns' thread".into())));
+            result = result.and(joined);
+        }
+        let checked = check.join().map_err(|_| MsprobeError::Internal("check's thread".into()))?;
+        result?;
+        checked
+    })
+}
+
+/// Pushes the rows of the families in `share` into their columns.
+fn fill_share(
+    parsed: &ParsedDump<'_>,
+    entries: &[(Cow<'_, str>, Node<'_>)],
+    share: &mut [(&str, &mut DumpColumns)],
+    origin: Origin,
+) -> Result<()> {
+    // An entry's leaves are consecutive rows: its family's columns are looked up once for all.
+    for rows in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
+        let Some(first) = rows.first() else { continue };
+        let name = parsed.names.get(first.entry).ok_or_else(|| MsprobeError::Internal("leaf without entry".into()))?;
+        let Some((_, columns)) = share.iter_mut().find(|(family, _)| *family == name.api) else { continue };
+        let full = entry_name(entries, first.seq);
+        for row in rows {
+            columns.push(row, parsed.value(row), full, name, origin);
+        }
+    }
+    Ok(())
+}
+
+/// The members of the document's `data` object (none if it has none).
+fn data_entries<'d>(doc: &'d Node<'d>) -> &'d [(Cow<'d, str>, Node<'d>)] {
+    match doc.value.get("data").map(|d| &d.value) {
+        Some(Value::Object(entries)) => entries,
+        _ => &[],
+    }
+}
+
+fn entry_name<'d>(entries: &'d [(Cow<'d, str>, Node<'d>)], seq: i64) -> &'d str {
+    entries.get(seq as usize).map_or("", |(k, _)| k.as_ref())
+}
+
+/// What each API family of a file adds to the dump columns, families in order of first leaf.
+fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'_>)]) -> Vec<(&'p str, FamilySize)> {
+    let mut sizes: Vec<(&str, FamilySize)> = Vec::new();
+    for row in &parsed.leaves {
+        let Some(name) = parsed.names.get(row.entry) else { continue };
+        let at = match sizes.iter().position(|(api, _)| *api == name.api) {
+            Some(at) => at,
+            None => {
+                sizes.push((name.api, FamilySize::default()));
+                sizes.len() - 1
+            }
+        };
+        sizes[at].1.add(entry_name(entries, row.seq), &row.path, &row.item);
+    }
+    sizes
+}
