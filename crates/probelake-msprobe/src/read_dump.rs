@@ -68,7 +68,12 @@ pub(crate) fn parse_dump_cut<'a>(
         DumpKind::Dump => ENTRY_DEPTH + 1,
         DumpKind::Debug => ENTRY_DEPTH,
     };
-    let count = pieces.len().min(bytes.len() / min_piece_bytes.max(1));
+    // One piece is the whole parse, with its leaves outside any piece; a file without
+    // indentation has no lines to cut at.
+    let count = match pieces.len().min(bytes.len() / min_piece_bytes.max(1)) {
+        n if n >= 2 && layout.indent.is_some_and(|i| i > 0) => n,
+        _ => 0,
+    };
     let pieces = &mut pieces[..count];
     // msprobe's leaves take ~290 bytes each in its layout: room for all but an odd file's, so
     // that a file's leaves (~200 bytes each) are not copied over again as the vector grows.
@@ -94,7 +99,7 @@ pub(crate) fn parse_dump_cut<'a>(
         Some(TakenObject { len, index })
     };
     let parsed = match layout.indent {
-        Some(indent) if count >= 2 => {
+        Some(indent) if count > 0 => {
             parse_in_pieces(bytes, arena, pieces, "data", usize::from(indent), &mut readers, &take)?
         }
         _ => {
