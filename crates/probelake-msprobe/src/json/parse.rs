@@ -426,7 +426,7 @@ pub(super) struct PieceBounds {
     pub(super) stop: Option<usize>,
 }
 
-/// The members of one object, parsed in pieces ([`super::pieces`]), for [`parse_spliced`] to put
+/// The members of one object, parsed in pieces ([`super::pieces`]), for [`parse_text`] to put
 /// in place of the object's text.
 #[derive(Debug)]
 pub(super) struct Splice<'a> {
