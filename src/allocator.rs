@@ -18,15 +18,21 @@ mod options {
     /// once: a comparison of two 10.7 MB dump.json files took ~49,000 page faults, half its CPU
     /// time in the kernel. Transparent huge pages, asked for where the kernel leaves them to
     /// `madvise`, take that to ~8,500 faults and the comparison's wall time down by a fifth.
-    const HUGE_PAGES: &[u8] = b"thp:always,metadata_thp:always";
+    /// Buffers of 8 MiB and more (a dump file, its leaves, a unit's rows) are otherwise kept in
+    /// an arena of their own that gives their pages back to the kernel as soon as they are
+    /// freed, so the next such buffer faults them in and zeroes them again:
+    /// `oversize_threshold:0` keeps them with the rest (a comparison 0.96x the wall time;
+    /// docs/benchmarks.md, "The allocator").
+    const OPTIONS: &[u8] = b"thp:always,metadata_thp:always,oversize_threshold:0";
 
     /// jemalloc's options, read once when it starts (`_RJEM_MALLOC_CONF` in the environment
-    /// overrides them): [`HUGE_PAGES`] alone until [`choose_arenas`] adds the arena count.
+    /// overrides them): [`OPTIONS`] alone until [`choose_arenas`] adds the arena count.
     #[export_name = "_rjem_malloc_conf"]
-    static MALLOC_CONF: AtomicPtr<c_char> = AtomicPtr::new(c"thp:always,metadata_thp:always".as_ptr().cast_mut());
+    static MALLOC_CONF: AtomicPtr<c_char> =
+        AtomicPtr::new(c"thp:always,metadata_thp:always,oversize_threshold:0".as_ptr().cast_mut());
 
-    /// Room for [`HUGE_PAGES`], `,narenas:` and a count.
-    const TEXT_LEN: usize = 64;
+    /// Room for [`OPTIONS`], `,narenas:` and a count.
+    const TEXT_LEN: usize = 96;
 
     /// The options with the arena count, written once by [`choose_arenas`].
     struct OptionsText(UnsafeCell<[u8; TEXT_LEN]>);
@@ -85,13 +91,13 @@ mod options {
             }
         }
         const KEY: &[u8] = b",narenas:";
-        let len = HUGE_PAGES.len() + KEY.len() + count;
+        let len = OPTIONS.len() + KEY.len() + count;
         if len >= TEXT_LEN {
             return None;
         }
-        text[..HUGE_PAGES.len()].copy_from_slice(HUGE_PAGES);
-        text[HUGE_PAGES.len()..HUGE_PAGES.len() + KEY.len()].copy_from_slice(KEY);
-        for (slot, digit) in text[HUGE_PAGES.len() + KEY.len()..len].iter_mut().zip(digits[..count].iter().rev()) {
+        text[..OPTIONS.len()].copy_from_slice(OPTIONS);
+        text[OPTIONS.len()..OPTIONS.len() + KEY.len()].copy_from_slice(KEY);
+        for (slot, digit) in text[OPTIONS.len() + KEY.len()..len].iter_mut().zip(digits[..count].iter().rev()) {
             *slot = *digit;
         }
         text[len] = 0;
@@ -103,6 +109,21 @@ mod options {
         use super::*;
 
         #[test]
+        fn jemalloc_reads_the_options_and_an_arena_count() {
+            // The initializer ran in this binary too, before the harness's first allocation.
+            let conf = MALLOC_CONF.load(Ordering::Acquire);
+            // SAFETY: `MALLOC_CONF` always points at a NUL-terminated static text.
+            let text = unsafe { std::ffi::CStr::from_ptr(conf) }.to_str().expect("ascii");
+            // SAFETY: as in `choose_arenas`.
+            let cpus = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+                libc::CPU_COUNT(&set)
+            };
+            assert_eq!(text, format!("{},narenas:{cpus}", std::str::from_utf8(OPTIONS).expect("ascii")));
+        }
+
+        #[test]
         fn options_name_the_arena_count() {
             for (arenas, expected) in
                 [(1, "narenas:1"), (2, "narenas:2"), (192, "narenas:192"), (u32::MAX, "narenas:4294967295")]
@@ -110,7 +131,7 @@ mod options {
                 let mut text = [0xff; TEXT_LEN];
                 let len = write_options(&mut text, arenas).expect("fits");
                 let written = std::str::from_utf8(&text[..len]).expect("ascii");
-                assert_eq!(written, format!("thp:always,metadata_thp:always,{expected}"));
+                assert_eq!(written, format!("thp:always,metadata_thp:always,oversize_threshold:0,{expected}"));
                 assert_eq!(text[len], 0);
             }
         }
