@@ -12,9 +12,9 @@ use probelake_format::lake::{CommitRecord, Lake, UnitCounts};
 
 use crate::columns::{Origin, UnitColumns};
 use crate::discover::place_dump_file;
-use crate::dump_folder::read_dump_files;
+use crate::dump_folder::{read_dump_files, DumpFiles, Reading};
 use crate::error::Result;
-use crate::import::{encode_unit, push_tensor_file, store_unit, DumpFiles, Reading};
+use crate::import::{encode_unit, push_tensor_file, store_unit};
 
 /// One dump folder's files as msprobe would have written them, held in memory.
 #[derive(Debug, Clone, Default)]

@@ -9,14 +9,15 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use crate::columns::{ConstructColumns, DumpColumns, FamilySize, Origin, SourceRow, StackColumns, UnitColumns};
 use crate::construct::{render_construct, take_apart_construct};
-use crate::dump_file::{rebuilds_source, take_apart_walk, Header, ParsedDump};
+use crate::dump_file::{rebuilds_source, take_apart_walk, DumpKind, Header, ParsedDump};
 use crate::error::{MsprobeError, Result};
-use crate::import::{indent_of, relayout_refused, side_file, stack_file, DumpFiles, Reading, SideFile};
-use crate::json::{Arena, Layout, Node, Value};
+use crate::json::{detect_layout, parse, Arena, Layout, Node, Value};
 use crate::read_dump::{parse_dump_in_pieces, DumpDoc};
+use crate::stack::{render_stack, take_apart_stack};
 use probelake_format::lake::UnitCounts;
 
 /// What the source row keeps of a dump file read into the dump columns.
@@ -257,4 +258,95 @@ fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'
         sizes[at].1.add(entry_name(entries, row.seq), &row.path, &row.item);
     }
     sizes
+}
+
+/// What a dump folder is read for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// To be stored: every file is checked to rebuild byte for byte from its rows.
+    Import,
+    /// To be compared in memory: the rows alone, without the checks and side files that only
+    /// a stored unit's export needs (construct.json), and without stack.json, which a
+    /// comparison reads apart ([`read_unit_stacks`](crate::read_unit_stacks)).
+    Compare,
+}
+
+/// One dump folder's JSON files, read from disk or captured in memory.
+pub(crate) struct DumpFiles<'a> {
+    /// Where the dump file is (or would be), for messages.
+    pub path: &'a Path,
+    /// The dump file's path relative to the layout's root.
+    pub file: &'a str,
+    pub kind: DumpKind,
+    pub origin: Origin,
+    pub dump: &'a [u8],
+    pub stack: Option<(&'a Path, &'a [u8])>,
+    pub construct: Option<(&'a Path, &'a [u8])>,
+    /// The files are in json.dump's one-line layout but are to be stored as written with this
+    /// indent (a running job serializes compactly, msprobe writes `indent=1`). Every file
+    /// must then rebuild from its rows: a file kept whole would keep the one-line text.
+    pub relayout: Option<u16>,
+    pub reading: Reading,
+    /// The threads reading the files may use.
+    pub threads: usize,
+}
+
+pub(crate) type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
+
+pub(crate) fn indent_of(layout: Layout) -> Option<i32> {
+    layout.indent.map(i32::from)
+}
+
+/// Reads stack.json or construct.json if present: `take` collects rows and renders them back,
+/// and the original is kept where that rendering differs.
+pub(crate) fn side_file(
+    file: Option<(&Path, &[u8])>,
+    relayout: Option<u16>,
+    reading: Reading,
+    take: impl FnOnce(&crate::json::Node<'_>, Layout, &mut Vec<u8>) -> Result<&'static str>,
+) -> Result<SideFile> {
+    let Some((path, bytes)) = file else { return Ok(None) };
+    let arena = Arena::new();
+    let doc = parse(bytes, &arena).map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
+    let layout = detect_layout(bytes);
+    let mut rebuilt = Vec::with_capacity(if reading == Reading::Import { bytes.len() } else { 0 });
+    let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;
+    let original = (reading == Reading::Import && rebuilt != bytes).then(|| bytes.to_vec());
+    if original.is_some() && relayout.is_some() {
+        return Err(relayout_refused(path));
+    }
+    Ok(Some((format, relayout.map(i32::from).or(indent_of(layout)), original)))
+}
+
+/// Takes a stack.json apart into the unit's stack columns (and, for an import, checks that it
+/// rebuilds byte for byte).
+pub(crate) fn stack_file(
+    file: Option<(&Path, &[u8])>,
+    relayout: Option<u16>,
+    reading: Reading,
+    columns: &mut StackColumns,
+    has_stack: &mut bool,
+    origin: Origin,
+) -> Result<SideFile> {
+    side_file(file, relayout, reading, |doc, layout, out| {
+        let (format, rows) = take_apart_stack(doc)?;
+        if reading == Reading::Import {
+            render_stack(format, layout, &rows, out);
+        }
+        columns.reserve(&rows);
+        for row in &rows {
+            columns.push(row, origin);
+        }
+        *has_stack |= !rows.is_empty();
+        Ok(format.as_str())
+    })
+}
+
+pub(crate) fn relayout_refused(path: &Path) -> MsprobeError {
+    MsprobeError::Layout {
+        path: path.to_path_buf(),
+        message: "its rows do not rebuild the one-line text, so it cannot be stored for another layout; \
+                  give it as msprobe writes it"
+            .into(),
+    }
 }

@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use crate::error::{MsprobeError, Result};
-use crate::json::{detect_layout, parse, Arena, Layout};
 use futures::StreamExt;
 
 use crate::tensor_file::{read_tensor_file, write_tensor_file};
@@ -18,10 +17,8 @@ use crate::columns::{
     ConstructColumns, DumpColumns, Origin, SourceColumns, StackColumns, TensorColumns, TensorRow, UnitColumns,
 };
 use crate::discover::{by_unit, discover, DumpDir, Overrides};
-use crate::dump_file::DumpKind;
-use crate::dump_folder::read_dump_files;
+use crate::dump_folder::{read_dump_files, DumpFiles, Reading};
 use crate::in_order::map_in_order;
-use crate::stack::{render_stack, take_apart_stack};
 
 /// Receives progress of a long import or export; every method has a no-op default.
 pub trait Progress: Send + Sync {
@@ -232,21 +229,6 @@ fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| MsprobeError::io(path, e))
 }
 
-pub(crate) fn indent_of(layout: Layout) -> Option<i32> {
-    layout.indent.map(i32::from)
-}
-
-/// What a dump folder is read for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reading {
-    /// To be stored: every file is checked to rebuild byte for byte from its rows.
-    Import,
-    /// To be compared in memory: the rows alone, without the checks and side files that only
-    /// a stored unit's export needs (construct.json), and without stack.json, which a
-    /// comparison reads apart ([`read_unit_stacks`](crate::read_unit_stacks)).
-    Compare,
-}
-
 /// Reads one dump folder into the unit's columns, on up to `threads` threads.
 pub(crate) fn read_dump_dir(
     dir: &DumpDir,
@@ -280,88 +262,12 @@ pub(crate) fn read_dump_dir(
     Ok(())
 }
 
-/// One dump folder's JSON files, read from disk or captured in memory.
-pub(crate) struct DumpFiles<'a> {
-    /// Where the dump file is (or would be), for messages.
-    pub path: &'a Path,
-    /// The dump file's path relative to the layout's root.
-    pub file: &'a str,
-    pub kind: DumpKind,
-    pub origin: Origin,
-    pub dump: &'a [u8],
-    pub stack: Option<(&'a Path, &'a [u8])>,
-    pub construct: Option<(&'a Path, &'a [u8])>,
-    /// The files are in json.dump's one-line layout but are to be stored as written with this
-    /// indent (a running job serializes compactly, msprobe writes `indent=1`). Every file
-    /// must then rebuild from its rows: a file kept whole would keep the one-line text.
-    pub relayout: Option<u16>,
-    pub reading: Reading,
-    /// The threads reading the files may use.
-    pub threads: usize,
-}
-
-pub(crate) type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
-
 /// Reads a file that may be absent.
 pub(crate) fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(MsprobeError::io(path, e)),
-    }
-}
-
-/// Reads stack.json or construct.json if present: `take` collects rows and renders them back,
-/// and the original is kept where that rendering differs.
-pub(crate) fn side_file(
-    file: Option<(&Path, &[u8])>,
-    relayout: Option<u16>,
-    reading: Reading,
-    take: impl FnOnce(&crate::json::Node<'_>, Layout, &mut Vec<u8>) -> Result<&'static str>,
-) -> Result<SideFile> {
-    let Some((path, bytes)) = file else { return Ok(None) };
-    let arena = Arena::new();
-    let doc = parse(bytes, &arena).map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
-    let layout = detect_layout(bytes);
-    let mut rebuilt = Vec::with_capacity(if reading == Reading::Import { bytes.len() } else { 0 });
-    let format = take(&doc, layout, &mut rebuilt).map_err(|e| e.in_file(path))?;
-    let original = (reading == Reading::Import && rebuilt != bytes).then(|| bytes.to_vec());
-    if original.is_some() && relayout.is_some() {
-        return Err(relayout_refused(path));
-    }
-    Ok(Some((format, relayout.map(i32::from).or(indent_of(layout)), original)))
-}
-
-/// Takes a stack.json apart into the unit's stack columns (and, for an import, checks that it
-/// rebuilds byte for byte).
-pub(crate) fn stack_file(
-    file: Option<(&Path, &[u8])>,
-    relayout: Option<u16>,
-    reading: Reading,
-    columns: &mut StackColumns,
-    has_stack: &mut bool,
-    origin: Origin,
-) -> Result<SideFile> {
-    side_file(file, relayout, reading, |doc, layout, out| {
-        let (format, rows) = take_apart_stack(doc)?;
-        if reading == Reading::Import {
-            render_stack(format, layout, &rows, out);
-        }
-        columns.reserve(&rows);
-        for row in &rows {
-            columns.push(row, origin);
-        }
-        *has_stack |= !rows.is_empty();
-        Ok(format.as_str())
-    })
-}
-
-pub(crate) fn relayout_refused(path: &Path) -> MsprobeError {
-    MsprobeError::Layout {
-        path: path.to_path_buf(),
-        message: "its rows do not rebuild the one-line text, so it cannot be stored for another layout; \
-                  give it as msprobe writes it"
-            .into(),
     }
 }
 

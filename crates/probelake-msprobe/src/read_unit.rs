@@ -7,8 +7,9 @@ use probelake_format::lake::UnitCounts;
 
 use crate::columns::{Origin, UnitColumns};
 use crate::discover::DumpDir;
+use crate::dump_folder::{stack_file, Reading};
 use crate::error::Result;
-use crate::import::{read_dump_dir, read_if_present, stack_file, Reading};
+use crate::import::{read_dump_dir, read_if_present};
 
 /// A unit's tables in memory: the batches [`import`](crate::import()) would encode into the
 /// unit's files, one per table and API family, in the schemas of `probelake_format::schema`.
