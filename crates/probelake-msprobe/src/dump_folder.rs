@@ -59,7 +59,7 @@ pub(crate) fn read_dump_files(files: &DumpFiles<'_>, columns: &mut UnitColumns, 
             entries: read.entries as i64,
             leaves: read.leaves as i64,
             bytes: bytes.len() as i64,
-            indent: files.relayout.map(i32::from).or(indent_of(read.layout)),
+            indent: stored_indent(files.relayout, read.layout),
             // Empty where the rows were read to be compared: only export lays it out again.
             skeleton: &read.skeleton,
             original: read.kept_whole.then_some(bytes),
@@ -117,21 +117,18 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
     let taken_apart_at = started.elapsed();
 
     let entries = data_entries(&doc);
-    if dump.is_empty() {
-        for (api, size) in family_sizes(&parsed, entries) {
-            dump.insert(api.to_string(), DumpColumns::with_capacity(size));
-        }
-    }
-    // Looked up before inserting: the key is allocated once per family, not per entry.
-    for name in &parsed.names {
-        if !dump.contains_key(name.api) {
-            dump.insert(name.api.to_string(), DumpColumns::default());
+    // Only families with a leaf get columns (and so a file); a family new to the unit gets
+    // room for all of this file's rows of it.
+    let sizes = family_sizes(&parsed, entries);
+    for (api, size) in &sizes {
+        if !dump.contains_key(*api) {
+            dump.insert(api.to_string(), DumpColumns::with_capacity(*size));
         }
     }
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole. Rows read to be compared are never written back.
     let check = files.reading == Reading::Import;
-    let rebuilds = fill_families(&parsed, entries, dump, origin, files.threads, |p| {
+    let rebuilds = fill_families(&parsed, entries, &sizes, dump, origin, files.threads, |p| {
         if check {
             rebuilds_source(p, bytes)
         } else {
@@ -163,10 +160,11 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
 
 /// Pushes every row of `parsed` into its family's columns of `dump` (each family there), and
 /// runs `check` beside: the families are shared out over `threads` threads, in shares of
-/// about equal rows.
+/// about equal rows (`sizes`, [`family_sizes`]).
 fn fill_families(
     parsed: &ParsedDump<'_>,
     entries: &[(Cow<'_, str>, Node<'_>)],
+    sizes: &[(&str, FamilySize)],
     dump: &mut BTreeMap<String, DumpColumns>,
     origin: Origin,
     threads: usize,
@@ -177,15 +175,10 @@ fn fill_families(
         fill_share(parsed, entries, &mut all, origin)?;
         return check(parsed);
     }
-    let mut rows: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
-        if let Some(name) = entry.first().and_then(|row| parsed.names.get(row.entry)) {
-            *rows.entry(name.api).or_default() += entry.len();
-        }
-    }
+    let rows_of = |family: &str| sizes.iter().find(|(api, _)| *api == family).map_or(0, |(_, size)| size.rows);
     // Largest first, each to the share with the fewest rows so far.
     let mut families: Vec<(usize, &str, &mut DumpColumns)> =
-        dump.iter_mut().map(|(k, v)| (rows.get(k.as_str()).copied().unwrap_or(0), k.as_str(), v)).collect();
+        dump.iter_mut().map(|(k, v)| (rows_of(k), k.as_str(), v)).collect();
     families.sort_by_key(|f| std::cmp::Reverse(f.0));
     let mut shares: Vec<(usize, Vec<(&str, &mut DumpColumns)>)> = (0..threads).map(|_| (0, Vec::new())).collect();
     for (rows, family, columns) in families {
@@ -293,8 +286,9 @@ pub(crate) struct DumpFiles<'a> {
 
 pub(crate) type SideFile = Option<(&'static str, Option<i32>, Option<Vec<u8>>)>;
 
-pub(crate) fn indent_of(layout: Layout) -> Option<i32> {
-    layout.indent.map(i32::from)
+/// The indent a file is stored with: the one it is to be laid out with, else its own.
+fn stored_indent(relayout: Option<u16>, layout: Layout) -> Option<i32> {
+    relayout.or(layout.indent).map(i32::from)
 }
 
 /// Reads stack.json or construct.json if present: `take` collects rows and renders them back,
@@ -315,7 +309,7 @@ pub(crate) fn side_file(
     if original.is_some() && relayout.is_some() {
         return Err(relayout_refused(path));
     }
-    Ok(Some((format, relayout.map(i32::from).or(indent_of(layout)), original)))
+    Ok(Some((format, stored_indent(relayout, layout), original)))
 }
 
 /// Takes a stack.json apart into the unit's stack columns (and, for an import, checks that it
@@ -348,5 +342,66 @@ pub(crate) fn relayout_refused(path: &Path) -> MsprobeError {
         message: "its rows do not rebuild the one-line text, so it cannot be stored for another layout; \
                   give it as msprobe writes it"
             .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dump.json whose `Torch` family has an entry but no leaf, laid out as msprobe does.
+    const DUMP: &str = r#"{
+ "task": "statistics",
+ "level": "L1",
+ "framework": "pytorch",
+ "dump_data_dir": null,
+ "data": {
+  "Functional.relu.0.forward": {
+   "input_args": [
+    {
+     "type": "torch.Tensor",
+     "dtype": "torch.float32",
+     "shape": [
+      2
+     ],
+     "Max": 1.5,
+     "Min": 0.5,
+     "Mean": 1.0,
+     "Norm": 1.25,
+     "requires_grad": false
+    }
+   ],
+   "input_kwargs": {},
+   "output": []
+  },
+  "Torch.empty.0.forward": {
+   "input_args": [],
+   "input_kwargs": {},
+   "output": []
+  }
+ }
+}"#;
+
+    #[test]
+    fn a_family_without_leaves_gets_no_columns_on_any_number_of_threads() {
+        for threads in [1, 2, 3] {
+            let files = DumpFiles {
+                path: Path::new("step0/rank0/dump.json"),
+                file: "step0/rank0/dump.json",
+                kind: DumpKind::Dump,
+                origin: Origin::default(),
+                dump: DUMP.as_bytes(),
+                stack: None,
+                construct: None,
+                relayout: None,
+                reading: Reading::Import,
+                threads,
+            };
+            let (mut columns, mut counts) = (UnitColumns::default(), UnitCounts::default());
+            read_dump_files(&files, &mut columns, &mut counts).expect("reads");
+            let families: Vec<&str> = columns.dump.keys().map(String::as_str).collect();
+            assert_eq!(families, ["Functional"], "{threads} threads");
+            assert_eq!((counts.entries, counts.leaves), (2, 1), "{threads} threads");
+        }
     }
 }
