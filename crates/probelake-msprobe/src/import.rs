@@ -66,7 +66,7 @@ pub async fn import(src: &Path, lake: &Lake, options: &ImportOptions, progress: 
     let mut staged: Vec<StagedUnit> = Vec::with_capacity(units.len());
     let mut failure = None;
     'waves: for wave in units.chunks(threads) {
-        let built = build_units(wave, progress);
+        let built = build_units(wave, threads, progress);
         for ((unit, _), result) in wave.iter().zip(built) {
             let stored = match result {
                 Ok((encoded, counts)) => store_unit(lake, unit, encoded, counts).await,
@@ -129,18 +129,19 @@ async fn commit_all(lake: &Lake, staged: Vec<StagedUnit>) -> Result<Vec<CommitRe
 
 type BuiltUnit = Result<(Vec<EncodedFile>, UnitCounts)>;
 
-/// Reads, checks and encodes `units`, one thread each: units are independent and this part is
-/// all CPU. Results come back in `units` order ([`map_in_order`]).
-fn build_units(units: &[(Unit, Vec<&DumpDir>)], progress: &dyn Progress) -> Vec<BuiltUnit> {
+/// Reads, checks and encodes `units` (at most `threads` of them), a thread each and the
+/// `threads` left over shared among them: units are independent and this part is all CPU.
+/// Results come back in `units` order ([`map_in_order`]).
+fn build_units(units: &[(Unit, Vec<&DumpDir>)], threads: usize, progress: &dyn Progress) -> Vec<BuiltUnit> {
     let jobs: Vec<&[&DumpDir]> = units.iter().map(|(_, members)| members.as_slice()).collect();
     // The threads a wave leaves over go to its units' files: one large file alone uses them all.
-    let threads = (available_threads() / units.len().max(1)).max(1);
+    let per_unit = (threads / units.len().max(1)).max(1);
     let units_at_once = jobs.len();
-    map_in_order(jobs, units_at_once, |members| build_unit(members, threads, progress))
+    map_in_order(jobs, units_at_once, |members| build_unit(members, per_unit, progress))
 }
 
 /// The threads work may run on: one per CPU this process may use.
-pub(crate) fn available_threads() -> usize {
+fn available_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).max(1)
 }
 

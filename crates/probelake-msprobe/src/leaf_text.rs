@@ -482,13 +482,16 @@ impl ReadLeaves<'_> {
     }
 }
 
+/// The bits of a leaf's index that hold its piece number, at the top.
+const PIECE_BITS: u32 = 8;
+
 /// The bits of a leaf's index below its piece number.
-const PIECE_SHIFT: u32 = usize::BITS - 8;
+const PIECE_SHIFT: u32 = usize::BITS - PIECE_BITS;
 
 /// The index of the `local`th leaf of piece `piece` (0: outside the pieces, 1: the first
 /// piece, …); `None` where `local` does not fit below the piece number.
 pub(crate) fn piece_index(piece: usize, local: usize) -> Option<usize> {
-    (local >> PIECE_SHIFT == 0 && piece >> 8 == 0).then_some(piece << PIECE_SHIFT | local)
+    (local >> PIECE_SHIFT == 0 && piece >> PIECE_BITS == 0).then_some(piece << PIECE_SHIFT | local)
 }
 
 impl<'a> LeafValues<'a> {
