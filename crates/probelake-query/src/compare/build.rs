@@ -89,8 +89,10 @@ pub(crate) fn build_chunks<T: Send>(
     map: impl Fn(Rows) -> Result<T, CompareError> + Sync,
     sink: impl FnMut(T) -> Result<(), CompareError>,
 ) -> Result<(), CompareError> {
+    let started = std::time::Instant::now();
     let keys: Vec<&str> = pair.rows.iter().map(|&row| pair.plan.key(row)).collect();
     let (floats, matched) = first_pass(pair, &keys)?;
+    tracing::debug!(rows = keys.len(), elapsed = ?started.elapsed(), "compare first pass");
     let chunks = key_chunks(&keys, keys.len().div_ceil(ROWS_PER_CHUNK));
     let first = FirstPass { floats, matched: &matched };
     stream_scoped(&chunks, |range| map(chunk_rows(pair, &keys, range.clone(), &first)?), sink)

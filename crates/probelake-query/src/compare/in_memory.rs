@@ -30,11 +30,16 @@ use super::CompareError;
 ///
 /// [`plan::run_in`]: super::plan::run_in
 pub(crate) fn plan_in_memory(t: &UnitTables, g: &UnitTables) -> Result<PlanOutput, CompareError> {
+    let started = std::time::Instant::now();
     let sides = map_scoped(&[t, g], |tables| KeyedSide::new(tables));
     let [t, g] = <[_; 2]>::try_from(sides).map_err(|_| CompareError::Schema("two sides".into()))?;
     let (t, g) = (t?, g?);
+    let keyed = started.elapsed();
     let rows = join(&t, &g)?;
-    PlanOutput::assemble([t.files, g.files], &[rows], [t.leaves, g.leaves])
+    let joined = started.elapsed();
+    let output = PlanOutput::assemble([t.files, g.files], &[rows], [t.leaves, g.leaves]);
+    tracing::debug!(?keyed, ?joined, assembled = ?started.elapsed(), "compare leaves joined in memory");
+    output
 }
 
 /// One side's compared leaves with their join keys.
