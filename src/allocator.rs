@@ -11,7 +11,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[cfg(all(target_os = "linux", not(target_env = "msvc")))]
 mod options {
     use std::cell::UnsafeCell;
-    use std::ffi::c_char;
+    use std::ffi::{c_char, CStr};
     use std::sync::atomic::{AtomicPtr, Ordering};
 
     /// What every command asks of jemalloc. A command's memory is mostly fresh pages, written
@@ -23,13 +23,14 @@ mod options {
     /// freed, so the next such buffer faults them in and zeroes them again:
     /// `oversize_threshold:0` keeps them with the rest (a comparison 0.96x the wall time;
     /// docs/benchmarks.md, "The allocator").
-    const OPTIONS: &[u8] = b"thp:always,metadata_thp:always,oversize_threshold:0";
+    const OPTIONS_C: &CStr = c"thp:always,metadata_thp:always,oversize_threshold:0";
+    /// [`OPTIONS_C`] without its NUL, to build on.
+    const OPTIONS: &[u8] = OPTIONS_C.to_bytes();
 
     /// jemalloc's options, read once when it starts (`_RJEM_MALLOC_CONF` in the environment
-    /// overrides them): [`OPTIONS`] alone until [`choose_arenas`] adds the arena count.
+    /// overrides them): [`OPTIONS_C`] alone until [`choose_arenas`] adds the arena count.
     #[export_name = "_rjem_malloc_conf"]
-    static MALLOC_CONF: AtomicPtr<c_char> =
-        AtomicPtr::new(c"thp:always,metadata_thp:always,oversize_threshold:0".as_ptr().cast_mut());
+    static MALLOC_CONF: AtomicPtr<c_char> = AtomicPtr::new(OPTIONS_C.as_ptr().cast_mut());
 
     /// Room for [`OPTIONS`], `,narenas:` and a count.
     const TEXT_LEN: usize = 96;
