@@ -16,6 +16,7 @@ use crate::construct::ConstructRow;
 use crate::dump_file::LeafRow;
 use crate::leaf::Leaf;
 use crate::name::EntryName;
+use crate::shared_frames::{shared_frames_schema, SharedFrames};
 use crate::stack::StackRow;
 
 /// Which dump file of a unit a row came from.
@@ -213,17 +214,43 @@ pub struct StackColumns {
     group: Int64Builder,
     name: StringBuilder,
     frames: Option<ListBuilder<StringBuilder>>,
+    /// Set for reading ([`StackColumns::sharing_frames`]): the frames, in place of `frames`.
+    shared: Option<SharedFrames>,
     inner_step: Int64Builder,
     pid: Int64Builder,
 }
 
 impl StackColumns {
+    /// Empty columns whose batch holds `frames` as a list of `Dictionary(Int32, Utf8)`, the
+    /// names of a stack group sharing their frames' keys, as a dataset's `stack` file decodes
+    /// with `decode_columns(_, &["frames"])`: for reading, where the plain column repeats a
+    /// group's frames on every name (many times stack.json's size). Rows go in with
+    /// [`StackColumns::push_file`]; the batch is not of [`stack_schema`] and is not for storing.
+    pub fn sharing_frames() -> Self {
+        StackColumns { shared: Some(SharedFrames::default()), ..Default::default() }
+    }
+
+    /// Appends the rows of one stack.json, sized by [`StackColumns::reserve`].
+    pub fn push_file(&mut self, rows: &[StackRow<'_>], origin: Origin) {
+        self.reserve(rows);
+        for (i, row) in rows.iter().enumerate() {
+            match self.shared.as_mut() {
+                // The rows borrow one parsed file: a name's frames are its group's very texts.
+                Some(shared) => {
+                    shared.push(&row.frames, i > 0);
+                    self.push_columns(row, origin);
+                }
+                None => self.push(row, origin),
+            }
+        }
+    }
+
     /// Sizes the frame texts for `rows` when nothing was pushed yet (a unit's first, and
     /// usually only, stack.json). A group's frames are repeated on the row of each of its
     /// names, so they are many times stack.json's size; grown by doubling, their buffer was
     /// copied and faulted in afresh at each step.
     pub fn reserve(&mut self, rows: &[StackRow<'_>]) {
-        if self.frames.is_some() {
+        if self.frames.is_some() || self.shared.is_some() {
             return;
         }
         let (items, bytes) = rows.iter().fold((0, 0), |(items, bytes), row| {
@@ -232,29 +259,48 @@ impl StackColumns {
         self.frames = Some(ListBuilder::with_capacity(StringBuilder::with_capacity(items, bytes), rows.len()));
     }
 
-    /// Appends one row.
+    /// Appends one row (to columns made by [`StackColumns::sharing_frames`], it is a row of
+    /// its own, sharing nothing).
     pub fn push(&mut self, row: &StackRow<'_>, origin: Origin) {
+        match self.shared.as_mut() {
+            Some(shared) => shared.push(&row.frames, false),
+            None => {
+                let frames = self.frames.get_or_insert_with(|| ListBuilder::new(StringBuilder::new()));
+                for f in &row.frames {
+                    frames.values().append_value(f);
+                }
+                frames.append(true);
+            }
+        }
+        self.push_columns(row, origin);
+    }
+
+    /// Appends a row's columns but its frames.
+    fn push_columns(&mut self, row: &StackRow<'_>, origin: Origin) {
         self.group.append_value(row.group);
         self.name.append_value(&row.name);
-        let frames = self.frames.get_or_insert_with(|| ListBuilder::new(StringBuilder::new()));
-        for f in &row.frames {
-            frames.values().append_value(f);
-        }
-        frames.append(true);
         self.inner_step.append_option(origin.inner_step);
         self.pid.append_option(origin.pid);
     }
 
-    /// The rows as a batch of [`stack_schema`].
+    /// The rows as a batch of [`stack_schema`] (with `frames` as a dictionary for columns made
+    /// by [`StackColumns::sharing_frames`]).
     pub fn finish(&mut self) -> Result<RecordBatch> {
+        let (frames, schema) = match self.shared.as_mut() {
+            Some(shared) => (shared.finish()?, shared_frames_schema()),
+            None => {
+                let frames = self.frames.get_or_insert_with(|| ListBuilder::new(StringBuilder::new()));
+                (Arc::new(frames.finish()) as ArrayRef, stack_schema())
+            }
+        };
         let cols: Vec<ArrayRef> = vec![
             Arc::new(self.group.finish()),
             Arc::new(self.name.finish()),
-            Arc::new(self.frames.get_or_insert_with(|| ListBuilder::new(StringBuilder::new())).finish()),
+            frames,
             Arc::new(self.inner_step.finish()),
             Arc::new(self.pid.finish()),
         ];
-        Ok(RecordBatch::try_new(stack_schema(), cols)?)
+        Ok(RecordBatch::try_new(schema, cols)?)
     }
 }
 

@@ -327,10 +327,7 @@ pub(crate) fn stack_file(
         if reading == Reading::Import {
             render_stack(format, layout, &rows, out);
         }
-        columns.reserve(&rows);
-        for row in &rows {
-            columns.push(row, origin);
-        }
+        columns.push_file(&rows, origin);
         *has_stack |= !rows.is_empty();
         Ok(format.as_str())
     })

@@ -37,6 +37,7 @@ mod leaf_text;
 mod name;
 mod read_dump;
 mod read_unit;
+mod shared_frames;
 mod stack;
 mod stack_frames;
 

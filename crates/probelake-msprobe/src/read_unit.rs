@@ -5,7 +5,7 @@
 use arrow::record_batch::RecordBatch;
 use probelake_format::lake::UnitCounts;
 
-use crate::columns::{Origin, UnitColumns};
+use crate::columns::{Origin, StackColumns, UnitColumns};
 use crate::discover::DumpDir;
 use crate::dump_folder::{stack_file, Reading};
 use crate::error::Result;
@@ -57,7 +57,9 @@ pub fn read_unit(dirs: &[&DumpDir]) -> Result<UnitTables> {
 /// The stack.json files of one unit's dump folders.
 #[derive(Debug, Clone)]
 pub struct UnitStacks {
-    /// Their `stack` rows, as import stores them; `None` when no file has any.
+    /// Their `stack` rows, as import stores them but for `frames`: a list of
+    /// `Dictionary(Int32, Utf8)` in which the names of one stack group share their keys (read
+    /// it with [`StackFrames`](crate::StackFrames)); `None` when no file has any.
     pub stack: Option<RecordBatch>,
     /// The dump files that have a stack.json (their inner step and pid), empty ones included.
     pub files: Vec<Origin>,
@@ -66,15 +68,15 @@ pub struct UnitStacks {
 /// Reads the stack.json beside each dump file of `dirs` (as for [`read_unit`]), refusing a
 /// damaged one with import's error.
 pub fn read_unit_stacks(dirs: &[&DumpDir]) -> Result<UnitStacks> {
-    let mut columns = UnitColumns::default();
+    let (mut columns, mut has_stack) = (StackColumns::sharing_frames(), false);
     let mut files = Vec::new();
     for dir in dirs {
         let path = dir.dir.join("stack.json");
         let Some(bytes) = read_if_present(&path)? else { continue };
         let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
-        stack_file(Some((&path, &bytes)), None, Reading::Compare, &mut columns.stack, &mut columns.has_stack, origin)?;
+        stack_file(Some((&path, &bytes)), None, Reading::Compare, &mut columns, &mut has_stack, origin)?;
         files.push(origin);
     }
-    let stack = if columns.has_stack { Some(columns.stack.finish()?) } else { None };
+    let stack = if has_stack { Some(columns.finish()?) } else { None };
     Ok(UnitStacks { stack, files })
 }
