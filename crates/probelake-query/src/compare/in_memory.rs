@@ -22,7 +22,7 @@ use super::leaves::SideLeaves;
 use super::load::FileKey;
 use super::plan::{as_type, PlanOutput};
 use super::rows::KeyRules;
-use super::threads::map_scoped;
+use super::threads::{cores, map_scoped};
 use super::CompareError;
 
 /// The compare rows of target unit `t` against golden unit `g`, as [`plan::run_in`] gives them
@@ -37,7 +37,7 @@ pub(crate) fn plan_in_memory(t: &UnitTables, g: &UnitTables) -> Result<PlanOutpu
     let keyed = started.elapsed();
     let rows = join(&t, &g)?;
     let joined = started.elapsed();
-    let output = PlanOutput::assemble([t.files, g.files], &[rows], [t.leaves, g.leaves]);
+    let output = PlanOutput::assemble([t.files, g.files], &rows, [t.leaves, g.leaves]);
     tracing::debug!(?keyed, ?joined, assembled = ?started.elapsed(), "compare leaves joined in memory");
     output
 }
@@ -180,18 +180,34 @@ fn dump_files(tables: &UnitTables, columns: &[KeyColumns]) -> Result<Vec<FileKey
 }
 
 /// `LEFT JOIN` of the target's keyed leaves with the golden's on `(file_no, key)`: a row per
-/// match, or one without a bench side, as a batch of the columns the plans' join selects.
-fn join(t: &KeyedSide<'_>, g: &KeyedSide<'_>) -> Result<RecordBatch, CompareError> {
-    let mut index: HashMap<(i64, &str), Vec<&KeyedLeaf<'_>>> = HashMap::with_capacity(g.rows.len());
+/// match, or one without a bench side, as batches of the columns the plans' join selects. The
+/// golden's index is built on one core, and the target's rows are probed in runs on all of
+/// them, a batch per run, in the target's order.
+fn join(t: &KeyedSide<'_>, g: &KeyedSide<'_>) -> Result<Vec<RecordBatch>, CompareError> {
+    let mut index: Index<'_, '_> = HashMap::with_capacity(g.rows.len());
     for row in &g.rows {
         index.entry((row.file_no, row.key.as_ref())).or_default().push(row);
     }
-    let n = t.rows.len();
+    let runs = cores().min(t.rows.len().div_ceil(MIN_PROBE_ROWS)).max(1);
+    let size = t.rows.len().div_ceil(runs).max(1);
+    let runs: Vec<&[KeyedLeaf<'_>]> = t.rows.chunks(size).collect();
+    map_scoped(&runs, |rows| probe(rows, &index)).into_iter().collect()
+}
+
+/// Below this many target rows a run is not worth a thread.
+const MIN_PROBE_ROWS: usize = 8192;
+
+/// The golden's leaves by `(file_no, key)`.
+type Index<'i, 'a> = HashMap<(i64, &'i str), Vec<&'i KeyedLeaf<'a>>>;
+
+/// The joined rows of the target's leaves `rows` against the golden's `index`.
+fn probe(rows: &[KeyedLeaf<'_>], index: &Index<'_, '_>) -> Result<RecordBatch, CompareError> {
+    let n = rows.len();
     let mut file_no = Int64Builder::with_capacity(n);
     let mut names: [StringBuilder; 4] = std::array::from_fn(|_| StringBuilder::with_capacity(n, n * 48));
     let mut matched = BooleanBuilder::with_capacity(n);
     let mut order: [Int64Builder; 6] = std::array::from_fn(|_| Int64Builder::with_capacity(n));
-    for row in &t.rows {
+    for row in rows {
         let bench: &[&KeyedLeaf<'_>] = index.get(&(row.file_no, &*row.key)).map_or(&[], Vec::as_slice);
         let bench = bench.iter().map(Some).chain(bench.is_empty().then_some(None));
         for b in bench {
