@@ -4,8 +4,8 @@
 //! every name's row. On a real 10.7 MB dump (26 groups, 6,612 names) that is 16 MB of frame
 //! text copied, where stack.json is 0.28 MB, and a comparison then printed each name's cell
 //! anew. Read this way, rows of one group share their frames' dictionary keys, so
-//! [`StackFrames::identity`](crate::StackFrames::identity) tells them apart without reading
-//! the texts.
+//! [`StackFrames::identity`](crate::StackFrames::identity) finds them equal without reading
+//! their texts.
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
