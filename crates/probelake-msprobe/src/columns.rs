@@ -233,15 +233,9 @@ impl StackColumns {
     /// Appends the rows of one stack.json, sized by [`StackColumns::reserve`].
     pub fn push_file(&mut self, rows: &[StackRow<'_>], origin: Origin) {
         self.reserve(rows);
+        // The rows borrow one parsed file: a name's frames are its group's very texts.
         for (i, row) in rows.iter().enumerate() {
-            match self.shared.as_mut() {
-                // The rows borrow one parsed file: a name's frames are its group's very texts.
-                Some(shared) => {
-                    shared.push(&row.frames, i > 0);
-                    self.push_columns(row, origin);
-                }
-                None => self.push(row, origin),
-            }
+            self.push_row(row, origin, i > 0);
         }
     }
 
@@ -262,8 +256,16 @@ impl StackColumns {
     /// Appends one row (to columns made by [`StackColumns::sharing_frames`], it is a row of
     /// its own, sharing nothing).
     pub fn push(&mut self, row: &StackRow<'_>, origin: Origin) {
+        self.push_row(row, origin, false);
+    }
+
+    /// Appends one row; `same_file` says that the row before it came from the same parsed
+    /// stack.json (see `SharedFrames::push`).
+    fn push_row(&mut self, row: &StackRow<'_>, origin: Origin, same_file: bool) {
+        self.group.append_value(row.group);
+        self.name.append_value(&row.name);
         match self.shared.as_mut() {
-            Some(shared) => shared.push(&row.frames, false),
+            Some(shared) => shared.push(&row.frames, same_file),
             None => {
                 let frames = self.frames.get_or_insert_with(|| ListBuilder::new(StringBuilder::new()));
                 for f in &row.frames {
@@ -272,13 +274,6 @@ impl StackColumns {
                 frames.append(true);
             }
         }
-        self.push_columns(row, origin);
-    }
-
-    /// Appends a row's columns but its frames.
-    fn push_columns(&mut self, row: &StackRow<'_>, origin: Origin) {
-        self.group.append_value(row.group);
-        self.name.append_value(&row.name);
         self.inner_step.append_option(origin.inner_step);
         self.pid.append_option(origin.pid);
     }

@@ -188,13 +188,14 @@ fn join(t: &KeyedSide<'_>, g: &KeyedSide<'_>) -> Result<Vec<RecordBatch>, Compar
     for row in &g.rows {
         index.entry((row.file_no, row.key.as_ref())).or_default().push(row);
     }
-    let runs = cores().min(t.rows.len().div_ceil(MIN_PROBE_ROWS)).max(1);
-    let size = t.rows.len().div_ceil(runs).max(1);
-    let runs: Vec<&[KeyedLeaf<'_>]> = t.rows.chunks(size).collect();
+    let (n, runs) = (t.rows.len(), (t.rows.len() / MIN_PROBE_ROWS).clamp(1, cores()));
+    let size = n.div_ceil(runs);
+    // As many runs as that, the first one (empty) for a target without rows.
+    let runs: Vec<&[KeyedLeaf<'_>]> = (0..runs).map(|r| &t.rows[(r * size).min(n)..((r + 1) * size).min(n)]).collect();
     map_scoped(&runs, |rows| probe(rows, &index)).into_iter().collect()
 }
 
-/// Below this many target rows a run is not worth a thread.
+/// Each run of the probe has at least this many target rows: fewer are not worth a thread.
 const MIN_PROBE_ROWS: usize = 8192;
 
 /// The golden's leaves by `(file_no, key)`.
