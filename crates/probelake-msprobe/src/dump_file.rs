@@ -317,14 +317,7 @@ pub(crate) fn take_apart_walk<'a>(
                         }
                         walk.skeleton.key(field);
                         walk.skeleton.extend(b": ");
-                        let suffix = match field.as_ref() {
-                            _ if grads => Some(field.as_ref()),
-                            "input_args" | "input_kwargs" | "input" => Some("input"),
-                            "output" => Some("output"),
-                            "parameters" => Some("parameters"),
-                            _ => None,
-                        };
-                        match suffix {
+                        match slot_suffix(field, grads) {
                             Some(suffix) => {
                                 walk.path.clear();
                                 walk.item.clear();
@@ -354,6 +347,19 @@ pub(crate) fn take_apart_walk<'a>(
         String::from_utf8(skeleton.text).map_err(|_| CodecError::Internal("skeleton is not UTF-8".into()))?;
     out.values = read.values;
     Ok(out)
+}
+
+/// The suffix a field of a dump entry adds to its leaves' row names, `None` for a field that
+/// is not a slot (its value is kept whole in the skeleton): every field of a `parameters_grad`
+/// entry is a slot named after itself.
+pub(crate) fn slot_suffix(field: &str, grads: bool) -> Option<&str> {
+    match field {
+        _ if grads => Some(field),
+        "input_args" | "input_kwargs" | "input" => Some("input"),
+        "output" => Some("output"),
+        "parameters" => Some("parameters"),
+        _ => None,
+    }
 }
 
 fn key_list(members: &[(Cow<'_, str>, Node<'_>)]) -> String {

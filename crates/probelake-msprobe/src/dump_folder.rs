@@ -17,6 +17,7 @@ use crate::dump_file::{rebuilds_source, take_apart_walk, DumpKind, Header, Parse
 use crate::error::{MsprobeError, Result};
 use crate::json::{detect_layout, parse, Arena, Layout, Node, Value};
 use crate::read_dump::{parse_dump_in_pieces, DumpDoc};
+use crate::skeleton::skeleton_of;
 use crate::stack::{render_stack, take_apart_stack};
 use probelake_format::lake::UnitCounts;
 
@@ -112,8 +113,21 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
         .map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
     let parsed_at = started.elapsed();
     let keep_skeleton = files.reading == Reading::Import;
-    let mut parsed =
-        take_apart_walk(&doc, read, bytes, files.kind, layout, keep_skeleton).map_err(|e| e.in_file(path))?;
+    let mut parsed = if keep_skeleton && files.threads > 1 {
+        // The skeleton on a core of its own, beside the rows' serial walk (`skeleton.rs`).
+        std::thread::scope(|scope| {
+            let skeleton = scope.spawn(|| skeleton_of(&doc, files.kind));
+            let parsed = take_apart_walk(&doc, read, bytes, files.kind, layout, false);
+            let skeleton = skeleton.join().map_err(|_| MsprobeError::Internal("skeleton's thread".into()))?;
+            parsed.map(|mut parsed| {
+                parsed.skeleton = skeleton;
+                parsed
+            })
+        })
+    } else {
+        take_apart_walk(&doc, read, bytes, files.kind, layout, keep_skeleton)
+    }
+    .map_err(|e| e.in_file(path))?;
     let taken_apart_at = started.elapsed();
 
     let entries = data_entries(&doc);

@@ -38,6 +38,7 @@ mod name;
 mod read_dump;
 mod read_unit;
 mod shared_frames;
+mod skeleton;
 mod stack;
 mod stack_frames;
 

@@ -11,6 +11,7 @@ use crate::dump_file::{
 use crate::json::{detect_layout, parse, Arena};
 use crate::leaf::Leaf;
 use crate::read_dump::{parse_dump, parse_dump_cut};
+use crate::skeleton::skeleton_of;
 
 /// Takes `bytes` apart both ways, plainly parsed and with leaves read straight from the
 /// text, and checks they agree on everything: rows, skeleton, errors, the rebuild check.
@@ -49,6 +50,9 @@ pub fn both_ways_agree(bytes: &[u8], kind: DumpKind) -> usize {
     };
     assert_same_rows(&a, &c, bytes);
     assert_same_rows(&a, &b, bytes);
+    // The skeleton written on its own, as an import on several cores writes it.
+    assert_eq!(skeleton_of(&plain, kind), a.skeleton);
+    assert_eq!(skeleton_of(&cut.doc, kind), a.skeleton);
     read
 }
 
