@@ -349,10 +349,17 @@ pub(crate) fn take_apart_walk<'a>(
     Ok(out)
 }
 
-/// The suffix a field of a dump entry adds to its leaves' row names, `None` for a field that
-/// is not a slot (its value is kept whole in the skeleton): every field of a `parameters_grad`
-/// entry is a slot named after itself.
-pub(crate) fn slot_suffix(field: &str, grads: bool) -> Option<&str> {
+/// The suffix a field of a dump entry adds to its leaves' row names (msprobe's item names),
+/// `None` for a field that is not a slot (its value is kept whole in the skeleton): every field
+/// of a `parameters_grad` entry is a slot named after itself.
+///
+/// ```
+/// use probelake_msprobe::slot_suffix;
+/// assert_eq!(slot_suffix("input_kwargs", false), Some("input"));
+/// assert_eq!(slot_suffix("weight", true), Some("weight"));
+/// assert_eq!(slot_suffix("is_recompute", false), None);
+/// ```
+pub fn slot_suffix(field: &str, grads: bool) -> Option<&str> {
     match field {
         _ if grads => Some(field),
         "input_args" | "input_kwargs" | "input" => Some("input"),

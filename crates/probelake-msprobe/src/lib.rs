@@ -50,8 +50,8 @@ pub use columns::{
 pub use construct::{render_construct, take_apart_construct, ConstructRow};
 pub use discover::{by_unit, discover, place_dump_file, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{
-    rebuilds_source, render, take_apart, take_apart_read, take_apart_source, DumpKind, Header, LeafRow, ParsedDump,
-    MAX_ENTRY_NAME_BYTES,
+    rebuilds_source, render, slot_suffix, take_apart, take_apart_read, take_apart_source, DumpKind, Header, LeafRow,
+    ParsedDump, MAX_ENTRY_NAME_BYTES,
 };
 pub use error::{MsprobeError, Result};
 pub use export::{export, render_unit, ExportOptions, ExportReport, EXPORT_DUMP_COLUMNS};

@@ -8,7 +8,7 @@ use super::inbox::InboxReceiver;
 use std::sync::Arc;
 
 use probelake_msprobe::json::{parse, write_compact, write_str, Arena};
-use probelake_msprobe::{is_parameters_grad, Leaf};
+use probelake_msprobe::{is_parameters_grad, slot_suffix, Leaf};
 
 use super::{Job, Shared, ToAssembler, Work};
 use crate::checksum::{crc32_hex, xor_md5, Md5};
@@ -107,17 +107,6 @@ struct Walk<'s> {
     category: String,
     path: String,
     item: String,
-}
-
-/// msprobe's item suffix of a slot (`None`: not a value slot; its JSON is kept as is).
-pub(crate) fn slot_suffix(section: &str, grads: bool) -> Option<&str> {
-    match section {
-        _ if grads => Some(section),
-        "input_args" | "input_kwargs" | "input" => Some("input"),
-        "output" => Some("output"),
-        "parameters" => Some("parameters"),
-        _ => None,
-    }
 }
 
 fn process(job: Job, shared: &Shared) -> Result<EntryRows> {

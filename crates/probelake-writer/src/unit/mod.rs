@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use probelake_format::{CommitRecord, Unit};
-use probelake_msprobe::is_parameters_grad;
 use probelake_msprobe::json::{parse, Arena, Value as Json};
+use probelake_msprobe::{is_parameters_grad, slot_suffix};
 
 use crate::device::PinnedPool;
 use crate::entry::{Entry, Value};
@@ -22,7 +22,6 @@ use crate::error::{Result, WriterError};
 use crate::metrics::Metrics;
 use crate::options::Backpressure;
 use crate::pipeline::inbox::Urgency;
-use crate::pipeline::worker::slot_suffix;
 use crate::pipeline::{Job, Shared, ToAssembler, Work, WorkerHandle, LEAF_OVERHEAD};
 use crate::source::{Source, TensorSource};
 
