@@ -19,6 +19,7 @@ use crate::columns::{
 use crate::discover::{by_unit, discover, DumpDir, Overrides};
 use crate::dump_folder::{read_dump_files, DumpFiles, Reading};
 use crate::in_order::map_in_order;
+use crate::read_file::read_file;
 
 /// Receives progress of a long import or export; every method has a no-op default.
 pub trait Progress: Send + Sync {
@@ -226,10 +227,6 @@ pub(crate) async fn store_unit(
 /// Uploads of one unit's files that may be under way at once.
 const UPLOADS_IN_FLIGHT: usize = 8;
 
-fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| MsprobeError::io(path, e))
-}
-
 /// Reads one dump folder into the unit's columns, on up to `threads` threads.
 pub(crate) fn read_dump_dir(
     dir: &DumpDir,
@@ -239,7 +236,7 @@ pub(crate) fn read_dump_dir(
     threads: usize,
 ) -> Result<()> {
     let origin = Origin { inner_step: dir.inner_step, pid: dir.pid };
-    let bytes = read_file(&dir.path)?;
+    let bytes = read_file(&dir.path, threads)?;
     let stack_path = dir.dir.join("stack.json");
     let construct_path = dir.dir.join("construct.json");
     let (stack, construct) = match reading {
@@ -289,7 +286,7 @@ fn read_tensors(dir: &Path, columns: &mut UnitColumns, origin: Origin) -> Result
     let mut n = 0;
     for name in names {
         let path = dir.join(&name);
-        let bytes = read_file(&path)?;
+        let bytes = read_file(&path, 1)?;
         push_tensor_file(&name, &bytes, &path, None, columns, origin)?;
         n += 1;
     }

@@ -36,6 +36,7 @@ mod leaf;
 mod leaf_text;
 mod name;
 mod read_dump;
+mod read_file;
 mod read_unit;
 mod shared_frames;
 mod skeleton;
