@@ -13,7 +13,7 @@ use crate::json::{
 
 use crate::error::MsprobeError as CodecError;
 use crate::leaf::{is_leaf, Leaf, LeafSource};
-use crate::leaf_text::{LeafValues, ReadLeaf, ReadLeaves};
+use crate::leaf_text::{piece_index, LeafValues, ReadLeaf, ReadLeaves};
 use crate::name::{is_parameters_grad, parse_entry_name, EntryName};
 
 /// Which of msprobe's two entry files.
@@ -103,7 +103,7 @@ pub struct ParsedDump<'a> {
     /// with the document ([`parse_dump`](crate::parse_dump)), then those taken apart from its
     /// nodes. A row points at its leaf rather than holding a copy: a leaf is ~240 bytes, and
     /// copying each into its row was most of the row's memory.
-    values: LeafValues<'a>,
+    pub(crate) values: LeafValues<'a>,
 }
 
 impl<'a> ParsedDump<'a> {
@@ -127,7 +127,7 @@ static EMPTY_LEAF: Leaf<'static> = Leaf {
     raw: None,
 };
 
-fn schema_error(offset: usize, path: String, message: impl Into<String>) -> CodecError {
+pub(crate) fn schema_error(offset: usize, path: String, message: impl Into<String>) -> CodecError {
     CodecError::Schema { file: Default::default(), offset, path, message: message.into() }
 }
 
@@ -159,20 +159,22 @@ pub fn take_apart_read<'a>(
     kind: DumpKind,
     layout: Layout,
 ) -> Result<ParsedDump<'a>, CodecError> {
-    take_apart_walk(doc, read, source, kind, layout, true)
+    take_apart_walk(doc, read, source, kind, layout)
 }
 
-/// [`take_apart_read`], writing the skeleton only where `keep_skeleton` asks for it: rows
-/// read to be compared are never laid out again, and the skeleton was a few percent of reading
-/// them. Without it, [`ParsedDump::skeleton`] is empty.
-pub(crate) fn take_apart_walk<'a>(
-    doc: &'a Node<'a>,
-    mut read: ReadLeaves<'a>,
-    source: &[u8],
-    kind: DumpKind,
-    layout: Layout,
-    keep_skeleton: bool,
-) -> Result<ParsedDump<'a>, CodecError> {
+/// A dump file's document in its parts.
+pub(crate) struct DumpParts<'a> {
+    pub(crate) header: Header,
+    /// The members of the top-level object, `data` among them.
+    pub(crate) top: &'a [(Cow<'a, str>, Node<'a>)],
+    pub(crate) data: &'a Node<'a>,
+    /// The members of `data`.
+    pub(crate) entries: &'a [(Cow<'a, str>, Node<'a>)],
+}
+
+/// The header of a dump file and the entries of its `data`, or the error that says why the
+/// document is not a dump file.
+pub(crate) fn header_and_data<'a>(doc: &'a Node<'a>, kind: DumpKind) -> Result<DumpParts<'a>, CodecError> {
     let Value::Object(top) = &doc.value else {
         return Err(schema_error(
             doc.pos,
@@ -184,8 +186,8 @@ pub(crate) fn take_apart_walk<'a>(
             ),
         ));
     };
-    let data = match doc.value.get("data") {
-        Some(d @ Node { value: Value::Object(_), .. }) => d,
+    let (data, entries) = match doc.value.get("data") {
+        Some(d @ Node { value: Value::Object(entries), .. }) => (d, &entries[..]),
         Some(d) => {
             return Err(schema_error(
                 d.pos,
@@ -224,26 +226,75 @@ pub(crate) fn take_apart_walk<'a>(
             }
         }
     }
+    Ok(DumpParts { header, top, data, entries })
+}
 
+/// The checks on the name of an entry of `data` that come before its slots: the name is not
+/// huge, and (where `seen` is given) it was not seen before.
+pub(crate) fn check_entry_name<'a>(
+    name: &'a str,
+    entry: &Node<'_>,
+    seen: Option<&mut EntryNames<'a>>,
+) -> Result<(), CodecError> {
+    if name.len() > MAX_ENTRY_NAME_BYTES {
+        // Every leaf row repeats its entry's name: a huge name costs memory many times
+        // its size, for a name no msprobe run writes.
+        let head: String = name.chars().take(40).collect();
+        return Err(schema_error(
+            entry.pos,
+            format!("$.data[{head:?}…]"),
+            format!(
+                "an entry name of {} bytes; msprobe's names are a few hundred bytes, probelake takes up to {MAX_ENTRY_NAME_BYTES}",
+                name.len()
+            ),
+        ));
+    }
+    if seen.is_some_and(|seen| !seen.insert(name)) {
+        return Err(schema_error(
+            entry.pos,
+            format!("$.data[{name:?}]"),
+            format!("entry `{name}` appears twice in `data`"),
+        ));
+    }
+    Ok(())
+}
+
+/// The entry names seen so far, to catch one that appears twice.
+pub(crate) type EntryNames<'a> = std::collections::HashSet<&'a str, foldhash::fast::RandomState>;
+
+/// [`take_apart_read`]'s walk: the rows, and the skeleton written along the way. An import on
+/// several cores takes the rows apart in entry ranges instead ([`take_apart_in_ranges`]) and
+/// writes the skeleton beside them ([`skeleton_of`]).
+///
+/// [`take_apart_in_ranges`]: crate::entry_ranges::take_apart_in_ranges
+/// [`skeleton_of`]: crate::skeleton::skeleton_of
+fn take_apart_walk<'a>(
+    doc: &'a Node<'a>,
+    mut read: ReadLeaves<'a>,
+    source: &[u8],
+    kind: DumpKind,
+    layout: Layout,
+) -> Result<ParsedDump<'a>, CodecError> {
+    let DumpParts { header, top, data, entries } = header_and_data(doc, kind)?;
     let mut out = ParsedDump {
         doc,
         header,
         layout,
         skeleton: String::new(),
-        names: Vec::new(),
+        names: Vec::with_capacity(entries.len()),
         leaves: Vec::with_capacity(count_leaves(data)),
         values: LeafValues::default(),
     };
-    // Room for the leaves the walk takes apart from nodes, after those read with the document.
-    read.values.leaves.reserve(out.leaves.capacity().saturating_sub(read.len()));
-    let mut skeleton =
-        SkeletonText { text: Vec::with_capacity(if keep_skeleton { 1024 } else { 0 }), keep: keep_skeleton };
+    // The leaves the walk takes apart from nodes, after those read with the document: a piece
+    // of their own.
+    let piece = read.values.pieces.len() + 1;
+    let mut taken = Vec::with_capacity(out.leaves.capacity().saturating_sub(read.len()));
+    // A skeleton is about a tenth of its file (1.07 of 10.7 MB on a real mix-level dump.json):
+    // one allocation rather than a dozen doublings.
+    let mut skeleton = SkeletonText { text: Vec::with_capacity(source.len() / 8), keep: true };
     let mut scratch = (Vec::new(), Vec::new());
     // Sized up front: rehashing while it grew was 0.5% of an import.
-    let mut seen = std::collections::HashSet::with_capacity(match &data.value {
-        Value::Object(entries) => entries.len(),
-        _ => 0,
-    });
+    let mut seen = EntryNames::with_capacity_and_hasher(entries.len(), Default::default());
     // Grown and truncated along the walk, so a leaf costs only the two strings its row keeps.
     let (mut path, mut item) = (String::new(), String::new());
     skeleton.push(b'{');
@@ -257,94 +308,38 @@ pub(crate) fn take_apart_walk<'a>(
             skeleton.compact(value);
             continue;
         }
-        let Value::Object(entries) = &data.value else { continue };
         skeleton.push(b'{');
         for (seq, (name, entry)) in entries.iter().enumerate() {
-            if name.len() > MAX_ENTRY_NAME_BYTES {
-                // Every leaf row repeats its entry's name: a huge name costs memory many times
-                // its size, for a name no msprobe run writes.
-                let head: String = name.chars().take(40).collect();
-                return Err(schema_error(
-                    entry.pos,
-                    format!("$.data[{head:?}…]"),
-                    format!(
-                        "an entry name of {} bytes; msprobe's names are a few hundred bytes, probelake takes up to {MAX_ENTRY_NAME_BYTES}",
-                        name.len()
-                    ),
-                ));
-            }
-            if !seen.insert(name.as_ref()) {
-                return Err(schema_error(
-                    entry.pos,
-                    format!("$.data[{name:?}]"),
-                    format!("entry `{name}` appears twice in `data`"),
-                ));
-            }
+            check_entry_name(name, entry, Some(&mut seen))?;
             if seq > 0 {
                 skeleton.extend(b", ");
             }
             skeleton.key(name);
             skeleton.extend(b": ");
-            let parsed = parse_entry_name(name);
-            let entry_index = out.names.len();
-            out.names.push(parsed);
+            out.names.push(parse_entry_name(name));
             let mut walk = Walk {
                 source: LeafSource { bytes: source, layout, depth: 0 },
                 strings: read.strings,
-                values: &mut read.values,
+                read: &read.values,
+                taken: &mut taken,
+                piece,
                 out: &mut out.leaves,
                 scratch: &mut scratch,
                 seq: seq as i64,
-                entry: entry_index,
+                entry: seq,
                 next_leaf: 0,
                 skeleton: &mut skeleton,
                 path: &mut path,
                 item: &mut item,
             };
-            match (kind, &entry.value) {
-                (DumpKind::Debug, _) => {
-                    walk.path.clear();
-                    walk.item.clear();
-                    walk.item.push_str(name);
-                    walk.slot(entry, &Cow::Borrowed(""), false, ENTRY_DEPTH)?
-                }
-                (DumpKind::Dump, Value::Object(fields)) => {
-                    let grads = is_parameters_grad(name);
-                    walk.skeleton.push(b'{');
-                    for (j, (field, v)) in fields.iter().enumerate() {
-                        if j > 0 {
-                            walk.skeleton.extend(b", ");
-                        }
-                        walk.skeleton.key(field);
-                        walk.skeleton.extend(b": ");
-                        match slot_suffix(field, grads) {
-                            Some(suffix) => {
-                                walk.path.clear();
-                                walk.item.clear();
-                                walk.item.push_str(name);
-                                walk.item.push('.');
-                                walk.item.push_str(suffix);
-                                walk.slot(v, &Cow::Borrowed(field.as_ref()), grads, ENTRY_DEPTH + 1)?
-                            }
-                            None => walk.skeleton.compact(v),
-                        }
-                    }
-                    walk.skeleton.push(b'}');
-                }
-                (DumpKind::Dump, other) => {
-                    return Err(schema_error(
-                        entry.pos,
-                        format!("$.data[{name:?}]"),
-                        format!("entry `{name}` must be an object of input/output slots, found {}", other.type_name()),
-                    ))
-                }
-            }
+            walk.entry(kind, name, entry)?;
         }
         skeleton.push(b'}');
     }
     skeleton.push(b'}');
     out.skeleton =
         String::from_utf8(skeleton.text).map_err(|_| CodecError::Internal("skeleton is not UTF-8".into()))?;
+    read.values.pieces.push(taken);
     out.values = read.values;
     Ok(out)
 }
@@ -382,7 +377,7 @@ fn key_list(members: &[(Cow<'_, str>, Node<'_>)]) -> String {
 /// find. A row is ~400 bytes, and a row vector grown by doubling copied about as many bytes
 /// again as its rows hold; counting the leaves first took 0.9% off an import's instructions
 /// (docs/benchmarks.md).
-fn count_leaves(node: &Node<'_>) -> usize {
+pub(crate) fn count_leaves(node: &Node<'_>) -> usize {
     if is_leaf(node) {
         return 1;
     }
@@ -394,12 +389,17 @@ fn count_leaves(node: &Node<'_>) -> usize {
 }
 
 /// The skeleton being written, or nothing where it is not kept.
-struct SkeletonText {
+pub(crate) struct SkeletonText {
     text: Vec<u8>,
     keep: bool,
 }
 
 impl SkeletonText {
+    /// A skeleton that is not kept: a walk that only takes the rows apart.
+    pub(crate) fn none() -> Self {
+        SkeletonText { text: Vec::new(), keep: false }
+    }
+
     fn push(&mut self, byte: u8) {
         if self.keep {
             self.text.push(byte);
@@ -430,27 +430,73 @@ impl SkeletonText {
 /// The nesting depth of an entry of `data`: the top-level object is at 0, `data` at 1.
 pub(super) const ENTRY_DEPTH: usize = 2;
 
-struct Walk<'w, 'a> {
+/// One walk over entries of `data`: where their rows, taken-apart leaves and skeleton go, and
+/// the entry being walked (`seq`, `entry`, `next_leaf`).
+pub(crate) struct Walk<'w, 'a> {
     /// The file, for [`Leaf::from_source`]; `depth` is set per leaf.
-    source: LeafSource<'w>,
-    /// The leaves read with the document, for its [`Value::Taken`] nodes; the others are
-    /// added after them as the walk takes them apart.
-    values: &'w mut LeafValues<'a>,
+    pub(crate) source: LeafSource<'w>,
+    /// The leaves read with the document, for its [`Value::Taken`] nodes.
+    pub(crate) read: &'w LeafValues<'a>,
+    /// The leaves the walk takes apart from nodes: piece `piece` of the values.
+    pub(crate) taken: &'w mut Vec<ReadLeaf<'a>>,
+    pub(crate) piece: usize,
     /// Where the rows' `path` and `item` are kept, if not in rows of their own.
-    strings: Option<&'a Arena>,
-    out: &'w mut Vec<LeafRow<'a>>,
-    scratch: &'w mut (Vec<u8>, Vec<u8>),
-    seq: i64,
-    entry: usize,
-    next_leaf: i32,
-    skeleton: &'w mut SkeletonText,
+    pub(crate) strings: Option<&'a Arena>,
+    pub(crate) out: &'w mut Vec<LeafRow<'a>>,
+    pub(crate) scratch: &'w mut (Vec<u8>, Vec<u8>),
+    pub(crate) seq: i64,
+    pub(crate) entry: usize,
+    pub(crate) next_leaf: i32,
+    pub(crate) skeleton: &'w mut SkeletonText,
     /// Position inside the slot of the value being walked.
-    path: &'w mut String,
+    pub(crate) path: &'w mut String,
     /// Row name of the value being walked.
-    item: &'w mut String,
+    pub(crate) item: &'w mut String,
 }
 
 impl<'a> Walk<'_, 'a> {
+    /// Walks the entry `name` of `data` (whose place `self.seq` and `self.entry` give): its
+    /// slots' leaves become rows, and the skeleton its text with a `$` for each.
+    pub(crate) fn entry(&mut self, kind: DumpKind, name: &str, entry: &'a Node<'a>) -> Result<(), CodecError> {
+        match (kind, &entry.value) {
+            (DumpKind::Debug, _) => {
+                self.path.clear();
+                self.item.clear();
+                self.item.push_str(name);
+                self.slot(entry, &Cow::Borrowed(""), false, ENTRY_DEPTH)
+            }
+            (DumpKind::Dump, Value::Object(fields)) => {
+                let grads = is_parameters_grad(name);
+                self.skeleton.push(b'{');
+                for (j, (field, v)) in fields.iter().enumerate() {
+                    if j > 0 {
+                        self.skeleton.extend(b", ");
+                    }
+                    self.skeleton.key(field);
+                    self.skeleton.extend(b": ");
+                    match slot_suffix(field, grads) {
+                        Some(suffix) => {
+                            self.path.clear();
+                            self.item.clear();
+                            self.item.push_str(name);
+                            self.item.push('.');
+                            self.item.push_str(suffix);
+                            self.slot(v, &Cow::Borrowed(field.as_ref()), grads, ENTRY_DEPTH + 1)?
+                        }
+                        None => self.skeleton.compact(v),
+                    }
+                }
+                self.skeleton.push(b'}');
+                Ok(())
+            }
+            (DumpKind::Dump, other) => Err(schema_error(
+                entry.pos,
+                format!("$.data[{name:?}]"),
+                format!("entry `{name}` must be an object of input/output slots, found {}", other.type_name()),
+            )),
+        }
+    }
+
     /// Walks a slot value, writing its skeleton and collecting its leaves; `self.path` and
     /// `self.item` name `node` and are left as they were found.
     // A `&Cow` rather than `&str`: rows keep the section borrowed from the document when it is.
@@ -463,14 +509,14 @@ impl<'a> Walk<'_, 'a> {
         depth: usize,
     ) -> Result<(), CodecError> {
         if is_leaf(node) {
-            let (value, exact_len) = match node.value {
+            let (value, read, exact_len) = match node.value {
                 Value::Taken { index, .. } => {
-                    let read = self.values.get(index).ok_or_else(|| {
+                    let read = self.read.get(index).ok_or_else(|| {
                         CodecError::Internal(format!(
                             "leaf {index} was read with the document but is not among its leaves"
                         ))
                     })?;
-                    (index, (read.depth == depth).then_some(read.len))
+                    (index, read, (read.depth == depth).then_some(read.len))
                 }
                 _ => {
                     let source = LeafSource { depth, ..self.source };
@@ -481,11 +527,14 @@ impl<'a> Walk<'_, 'a> {
                             path: format!("{} ({})", self.item, e.field.unwrap_or("value")),
                             message: e.message,
                         })?;
-                    (self.values.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth }), exact_len)
+                    let index = piece_index(self.piece, self.taken.len())
+                        .ok_or_else(|| CodecError::Internal("too many leaves for their index".into()))?;
+                    self.taken.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth });
+                    let read = self.taken.last().ok_or_else(|| CodecError::Internal("leaf not kept".into()))?;
+                    (index, read, exact_len)
                 }
             };
-            let data_name = self.values.get(value).and_then(|read| read.leaf.data_name.as_deref());
-            let item = match data_name {
+            let item = match read.leaf.data_name.as_deref() {
                 Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem),
                 _ => self.item.as_str(),
             };

@@ -13,7 +13,8 @@ use std::path::Path;
 
 use crate::columns::{ConstructColumns, DumpColumns, FamilySize, Origin, SourceRow, StackColumns, UnitColumns};
 use crate::construct::{render_construct, take_apart_construct};
-use crate::dump_file::{rebuilds_source, take_apart_walk, DumpKind, Header, ParsedDump};
+use crate::dump_file::{rebuilds_source, take_apart_read, DumpKind, Header, ParsedDump};
+use crate::entry_ranges::take_apart_in_ranges;
 use crate::error::{MsprobeError, Result};
 use crate::json::{detect_layout, parse, Arena, Layout, Node, Value};
 use crate::read_dump::{parse_dump_in_pieces, DumpDoc};
@@ -109,15 +110,20 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
     let started = std::time::Instant::now();
     let arena = Arena::new();
     let mut pieces: Vec<Arena> = (0..files.threads).map(|_| Arena::new()).collect();
+    // The rows' strings, an arena for each range of entries the walk may cut `data` into.
+    let mut walk_arenas: Vec<Arena> = (0..files.threads.max(1)).map(|_| Arena::new()).collect();
     let DumpDoc { doc, layout, read } = parse_dump_in_pieces(bytes, &arena, &mut pieces, files.kind)
         .map_err(|error| MsprobeError::Syntax { file: path.to_path_buf(), error })?;
     let parsed_at = started.elapsed();
+    // Rows read to be compared are never laid out again: they need no skeleton.
     let keep_skeleton = files.reading == Reading::Import;
-    let mut parsed = if keep_skeleton && files.threads > 1 {
-        // The skeleton on a core of its own, beside the rows' serial walk (`skeleton.rs`).
+    let mut parsed = if keep_skeleton && files.threads <= 1 {
+        take_apart_read(&doc, read, bytes, files.kind, layout)
+    } else if keep_skeleton {
+        // The skeleton on a core of its own, beside the rows' ranges (`skeleton.rs`).
         std::thread::scope(|scope| {
             let skeleton = scope.spawn(|| skeleton_of(&doc, files.kind));
-            let parsed = take_apart_walk(&doc, read, bytes, files.kind, layout, false);
+            let parsed = take_apart_in_ranges(&doc, read, bytes, files.kind, layout, &mut walk_arenas);
             let skeleton = skeleton.join().map_err(|_| MsprobeError::Internal("skeleton's thread".into()))?;
             parsed.map(|mut parsed| {
                 parsed.skeleton = skeleton;
@@ -125,7 +131,7 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
             })
         })
     } else {
-        take_apart_walk(&doc, read, bytes, files.kind, layout, keep_skeleton)
+        take_apart_in_ranges(&doc, read, bytes, files.kind, layout, &mut walk_arenas)
     }
     .map_err(|e| e.in_file(path))?;
     let taken_apart_at = started.elapsed();

@@ -468,10 +468,10 @@ pub struct ReadLeaves<'a> {
 /// Leaves read from a file, by [`piece_index`].
 #[derive(Debug, Default)]
 pub(crate) struct LeafValues<'a> {
-    /// The leaves read outside the pieces (all of them where there are none), then those the
-    /// walk takes apart from nodes ([`LeafValues::push`]).
+    /// The leaves read outside the pieces (all of them where there are none).
     pub(crate) leaves: Vec<ReadLeaf<'a>>,
-    /// Those read by each piece, in file order.
+    /// Those read by each piece, in file order; then, a piece each, those the walk took apart
+    /// from nodes (one piece, or one for each range of entries it walked).
     pub(crate) pieces: Vec<Vec<ReadLeaf<'a>>>,
 }
 
@@ -502,12 +502,6 @@ impl<'a> LeafValues<'a> {
             0 => self.leaves.get(local),
             piece => self.pieces.get(piece - 1)?.get(local),
         }
-    }
-
-    /// Adds a leaf outside the pieces; its index.
-    pub(crate) fn push(&mut self, leaf: ReadLeaf<'a>) -> usize {
-        self.leaves.push(leaf);
-        self.leaves.len() - 1
     }
 
     /// How many leaves there are.

@@ -29,6 +29,7 @@ mod construct;
 mod discover;
 mod dump_file;
 mod dump_folder;
+mod entry_ranges;
 mod export;
 mod import;
 mod in_order;

@@ -37,6 +37,9 @@ pub fn parse_dump<'a>(bytes: &'a [u8], arena: &'a Arena, kind: DumpKind) -> Resu
     parse_dump_in_pieces(bytes, arena, &mut [], kind)
 }
 
+/// The most pieces a file is parsed in.
+const MAX_PIECES: usize = 127;
+
 /// Files smaller than this are parsed whole: a thread costs more than it saves on them.
 pub const MIN_PIECE_BYTES: usize = 1 << 20;
 
@@ -70,7 +73,8 @@ pub(crate) fn parse_dump_cut<'a>(
     };
     // One piece is the whole parse, with its leaves outside any piece; a file without
     // indentation has no lines to cut at.
-    let count = match pieces.len().min(bytes.len() / min_piece_bytes.max(1)) {
+    // At most half the pieces a leaf's index can number: the walk's ranges number the rest.
+    let count = match pieces.len().min(bytes.len() / min_piece_bytes.max(1)).min(MAX_PIECES) {
         n if n >= 2 && layout.indent.is_some_and(|i| i > 0) => n,
         _ => 0,
     };

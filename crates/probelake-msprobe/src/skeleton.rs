@@ -2,11 +2,12 @@
 //! the rows (the document in the one-line layout, every leaf replaced by `$`), from the parsed
 //! document alone, so that another core can write it while the rows are taken apart.
 //!
-//! The rows' walk is serial, and while it ran the other cores of a one-file import had nothing
-//! to do. On a real 10.7 MB dump.json the skeleton is a megabyte of entry names, slot names and
-//! punctuation, about a fifth of the take-apart (~2.5 of ~13 ms). Written apart, it also leaves
-//! the rows' walk free of any text that must come out in file order: the first step to walking
-//! the rows themselves in entry ranges on several cores.
+//! On a real 10.7 MB dump.json the skeleton is a megabyte of entry names, slot names and
+//! punctuation, about a fifth of the take-apart (~2.5 of ~13 ms). Written apart, it leaves the
+//! rows' walk free of any text that must come out in file order, so that the rows can be taken
+//! apart in entry ranges on several cores ([`take_apart_in_ranges`]).
+//!
+//! [`take_apart_in_ranges`]: crate::entry_ranges::take_apart_in_ranges
 
 use crate::dump_file::{slot_suffix, DumpKind};
 use crate::json::{write_compact, write_str, Node, Value};

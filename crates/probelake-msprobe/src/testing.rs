@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::dump_file::{
     rebuilds_source, take_apart, take_apart_read, take_apart_source, DumpKind, LeafRow, ParsedDump,
 };
+use crate::entry_ranges::take_apart_cut;
 use crate::json::{detect_layout, parse, Arena};
 use crate::leaf::Leaf;
 use crate::read_dump::{parse_dump, parse_dump_cut};
@@ -36,20 +37,30 @@ pub fn both_ways_agree(bytes: &[u8], kind: DumpKind) -> usize {
     assert_eq!(fast.layout, layout);
     let read = fast.read.len();
     assert_eq!(cut.read.len(), read);
+    // The fourth: the same pieces' rows walked in entry ranges on three threads, as an import
+    // on several cores walks them, with the skeleton written apart.
+    let (ranged_arena, mut ranged_pieces) = (Arena::new(), [Arena::new(), Arena::new(), Arena::new()]);
+    let ranged = parse_dump_cut(bytes, &ranged_arena, &mut ranged_pieces, kind, 1).unwrap();
+    let mut range_arenas = [Arena::new(), Arena::new(), Arena::new()];
     let a = take_apart_source(&plain, bytes, kind, layout);
     let b = take_apart_read(&fast.doc, fast.read, bytes, kind, layout);
     let c = take_apart_read(&cut.doc, cut.read, bytes, kind, layout);
-    let (a, b, c) = match (a, b, c) {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        (Err(a), Err(b), Err(c)) => {
+    let d = take_apart_cut(&ranged.doc, ranged.read, bytes, kind, layout, &mut range_arenas, 1);
+    let (a, b, c, mut d) = match (a, b, c, d) {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+        (Err(a), Err(b), Err(c), Err(d)) => {
             assert_eq!(a.to_string(), b.to_string());
             assert_eq!(a.to_string(), c.to_string());
+            assert_eq!(a.to_string(), d.to_string());
             return read;
         }
-        (a, b, c) => panic!("one way takes the file apart, another not: {a:?} / {b:?} / {c:?}"),
+        (a, b, c, d) => panic!("one way takes the file apart, another not: {a:?} / {b:?} / {c:?} / {d:?}"),
     };
     assert_same_rows(&a, &c, bytes);
     assert_same_rows(&a, &b, bytes);
+    assert!(d.skeleton.is_empty());
+    d.skeleton = skeleton_of(&ranged.doc, kind);
+    assert_same_rows(&a, &d, bytes);
     // The skeleton written on its own, as an import on several cores writes it.
     assert_eq!(skeleton_of(&plain, kind), a.skeleton);
     assert_eq!(skeleton_of(&cut.doc, kind), a.skeleton);
