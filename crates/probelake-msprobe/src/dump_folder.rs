@@ -259,8 +259,10 @@ fn entry_name<'d>(entries: &'d [(Cow<'d, str>, Node<'d>)], seq: i64) -> &'d str 
 /// What each API family of a file adds to the dump columns, families in order of first leaf.
 fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'_>)]) -> Vec<(&'p str, FamilySize)> {
     let mut sizes: Vec<(&str, FamilySize)> = Vec::new();
-    for row in &parsed.leaves {
-        let Some(name) = parsed.names.get(row.entry) else { continue };
+    // An entry's leaves are consecutive rows of one family, looked up once for all.
+    for rows in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
+        let Some(first) = rows.first() else { continue };
+        let Some(name) = parsed.names.get(first.entry) else { continue };
         let at = match sizes.iter().position(|(api, _)| *api == name.api) {
             Some(at) => at,
             None => {
@@ -268,7 +270,10 @@ fn family_sizes<'p>(parsed: &'p ParsedDump<'_>, entries: &[(Cow<'_, str>, Node<'
                 sizes.len() - 1
             }
         };
-        sizes[at].1.add(entry_name(entries, row.seq), &row.path, &row.item);
+        let full = entry_name(entries, first.seq);
+        for row in rows {
+            sizes[at].1.add(full, &row.path, &row.item);
+        }
     }
     sizes
 }
