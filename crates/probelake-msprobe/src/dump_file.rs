@@ -297,44 +297,32 @@ fn take_apart_walk<'a>(
     let mut seen = EntryNames::with_capacity_and_hasher(entries.len(), Default::default());
     // Grown and truncated along the walk, so a leaf costs only the two strings its row keeps.
     let (mut path, mut item) = (String::new(), String::new());
-    skeleton.push(b'{');
+    let source = LeafSource { bytes: source, layout, depth: 0 };
+    let to = WalkOut {
+        rows: &mut out.leaves,
+        taken: &mut taken,
+        strings: read.strings,
+        skeleton: &mut skeleton,
+        scratch: &mut scratch,
+        path: &mut path,
+        item: &mut item,
+    };
+    let mut walk = Walk::new(source, &read.values, piece, to);
+    walk.to.skeleton.push(b'{');
     for (i, (key, value)) in top.iter().enumerate() {
-        if i > 0 {
-            skeleton.extend(b", ");
-        }
-        skeleton.key(key);
-        skeleton.extend(b": ");
+        walk.to.skeleton.member(i, key);
         if !std::ptr::eq(value, data) {
-            skeleton.compact(value);
+            walk.to.skeleton.compact(value);
             continue;
         }
-        skeleton.push(b'{');
+        walk.to.skeleton.push(b'{');
         for (seq, (name, entry)) in entries.iter().enumerate() {
             check_entry_name(name, entry, Some(&mut seen))?;
-            if seq > 0 {
-                skeleton.extend(b", ");
-            }
-            skeleton.key(name);
-            skeleton.extend(b": ");
+            walk.to.skeleton.member(seq, name);
             out.names.push(parse_entry_name(name));
-            let mut walk = Walk {
-                source: LeafSource { bytes: source, layout, depth: 0 },
-                strings: read.strings,
-                read: &read.values,
-                taken: &mut taken,
-                piece,
-                out: &mut out.leaves,
-                scratch: &mut scratch,
-                seq: seq as i64,
-                entry: seq,
-                next_leaf: 0,
-                skeleton: &mut skeleton,
-                path: &mut path,
-                item: &mut item,
-            };
-            walk.entry(kind, name, entry)?;
+            walk.entry(seq, kind, name, entry)?;
         }
-        skeleton.push(b'}');
+        walk.to.skeleton.push(b'}');
     }
     skeleton.push(b'}');
     out.skeleton =
@@ -419,6 +407,15 @@ impl SkeletonText {
         }
     }
 
+    /// The `i`th member's name of an object being written, after a separator if not the first.
+    fn member(&mut self, i: usize, key: &str) {
+        if i > 0 {
+            self.extend(b", ");
+        }
+        self.key(key);
+        self.extend(b": ");
+    }
+
     /// A value that holds no leaf, in the one-line layout.
     fn compact(&mut self, node: &Node<'_>) {
         if self.keep {
@@ -430,63 +427,78 @@ impl SkeletonText {
 /// The nesting depth of an entry of `data`: the top-level object is at 0, `data` at 1.
 pub(super) const ENTRY_DEPTH: usize = 2;
 
-/// One walk over entries of `data`: where their rows, taken-apart leaves and skeleton go, and
-/// the entry being walked (`seq`, `entry`, `next_leaf`).
-pub(crate) struct Walk<'w, 'a> {
-    /// The file, for [`Leaf::from_source`]; `depth` is set per leaf.
-    pub(crate) source: LeafSource<'w>,
-    /// The leaves read with the document, for its [`Value::Taken`] nodes.
-    pub(crate) read: &'w LeafValues<'a>,
-    /// The leaves the walk takes apart from nodes: piece `piece` of the values.
+/// Where a [`Walk`] puts what it takes apart, and the buffers it reuses from leaf to leaf.
+pub(crate) struct WalkOut<'w, 'a> {
+    pub(crate) rows: &'w mut Vec<LeafRow<'a>>,
+    /// The leaves taken apart from nodes.
     pub(crate) taken: &'w mut Vec<ReadLeaf<'a>>,
-    pub(crate) piece: usize,
     /// Where the rows' `path` and `item` are kept, if not in rows of their own.
     pub(crate) strings: Option<&'a Arena>,
-    pub(crate) out: &'w mut Vec<LeafRow<'a>>,
-    pub(crate) scratch: &'w mut (Vec<u8>, Vec<u8>),
-    pub(crate) seq: i64,
-    pub(crate) entry: usize,
-    pub(crate) next_leaf: i32,
     pub(crate) skeleton: &'w mut SkeletonText,
+    pub(crate) scratch: &'w mut (Vec<u8>, Vec<u8>),
     /// Position inside the slot of the value being walked.
     pub(crate) path: &'w mut String,
     /// Row name of the value being walked.
     pub(crate) item: &'w mut String,
 }
 
-impl<'a> Walk<'_, 'a> {
-    /// Walks the entry `name` of `data` (whose place `self.seq` and `self.entry` give): its
-    /// slots' leaves become rows, and the skeleton its text with a `$` for each.
-    pub(crate) fn entry(&mut self, kind: DumpKind, name: &str, entry: &'a Node<'a>) -> Result<(), CodecError> {
+/// One walk over entries of `data`, into a [`WalkOut`].
+pub(crate) struct Walk<'w, 'a> {
+    /// The file, for [`Leaf::from_source`]; `depth` is set per leaf.
+    source: LeafSource<'w>,
+    /// The leaves read with the document, for its [`Value::Taken`] nodes.
+    read: &'w LeafValues<'a>,
+    /// The piece of the values that `to.taken` is.
+    piece: usize,
+    /// The entry being walked: its place in `data`, and the number of its next leaf.
+    seq: i64,
+    next_leaf: i32,
+    to: WalkOut<'w, 'a>,
+}
+
+impl<'w, 'a> Walk<'w, 'a> {
+    /// A walk that writes its rows, taken-apart leaves (piece `piece` of the values) and
+    /// strings where `out` says.
+    pub(crate) fn new(source: LeafSource<'w>, read: &'w LeafValues<'a>, piece: usize, out: WalkOut<'w, 'a>) -> Self {
+        Walk { source, read, piece, seq: 0, next_leaf: 0, to: out }
+    }
+
+    /// Walks `entry`, the `seq`th entry of `data`, named `name`: its slots' leaves become
+    /// rows, and the skeleton its text with a `$` for each.
+    pub(crate) fn entry(
+        &mut self,
+        seq: usize,
+        kind: DumpKind,
+        name: &str,
+        entry: &'a Node<'a>,
+    ) -> Result<(), CodecError> {
+        self.seq = seq as i64;
+        self.next_leaf = 0;
         match (kind, &entry.value) {
             (DumpKind::Debug, _) => {
-                self.path.clear();
-                self.item.clear();
-                self.item.push_str(name);
+                self.to.path.clear();
+                self.to.item.clear();
+                self.to.item.push_str(name);
                 self.slot(entry, &Cow::Borrowed(""), false, ENTRY_DEPTH)
             }
             (DumpKind::Dump, Value::Object(fields)) => {
                 let grads = is_parameters_grad(name);
-                self.skeleton.push(b'{');
+                self.to.skeleton.push(b'{');
                 for (j, (field, v)) in fields.iter().enumerate() {
-                    if j > 0 {
-                        self.skeleton.extend(b", ");
-                    }
-                    self.skeleton.key(field);
-                    self.skeleton.extend(b": ");
+                    self.to.skeleton.member(j, field);
                     match slot_suffix(field, grads) {
                         Some(suffix) => {
-                            self.path.clear();
-                            self.item.clear();
-                            self.item.push_str(name);
-                            self.item.push('.');
-                            self.item.push_str(suffix);
+                            self.to.path.clear();
+                            self.to.item.clear();
+                            self.to.item.push_str(name);
+                            self.to.item.push('.');
+                            self.to.item.push_str(suffix);
                             self.slot(v, &Cow::Borrowed(field.as_ref()), grads, ENTRY_DEPTH + 1)?
                         }
-                        None => self.skeleton.compact(v),
+                        None => self.to.skeleton.compact(v),
                     }
                 }
-                self.skeleton.push(b'}');
+                self.to.skeleton.push(b'}');
                 Ok(())
             }
             (DumpKind::Dump, other) => Err(schema_error(
@@ -497,8 +509,8 @@ impl<'a> Walk<'_, 'a> {
         }
     }
 
-    /// Walks a slot value, writing its skeleton and collecting its leaves; `self.path` and
-    /// `self.item` name `node` and are left as they were found.
+    /// Walks a slot value, writing its skeleton and collecting its leaves; `self.to.path` and
+    /// `self.to.item` name `node` and are left as they were found.
     // A `&Cow` rather than `&str`: rows keep the section borrowed from the document when it is.
     #[allow(clippy::ptr_arg)]
     fn slot(
@@ -521,32 +533,33 @@ impl<'a> Walk<'_, 'a> {
                 _ => {
                     let source = LeafSource { depth, ..self.source };
                     let (leaf, exact_len) =
-                        Leaf::from_source(node, self.scratch, source).map_err(|e| CodecError::Schema {
+                        Leaf::from_source(node, self.to.scratch, source).map_err(|e| CodecError::Schema {
                             file: Default::default(),
                             offset: e.offset,
-                            path: format!("{} ({})", self.item, e.field.unwrap_or("value")),
+                            path: format!("{} ({})", self.to.item, e.field.unwrap_or("value")),
                             message: e.message,
                         })?;
-                    let index = piece_index(self.piece, self.taken.len())
+                    let index = piece_index(self.piece, self.to.taken.len())
                         .ok_or_else(|| CodecError::Internal("too many leaves for their index".into()))?;
-                    self.taken.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth });
-                    let read = self.taken.last().ok_or_else(|| CodecError::Internal("leaf not kept".into()))?;
+                    self.to.taken.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth });
+                    let read = self.to.taken.last().ok_or_else(|| CodecError::Internal("leaf not kept".into()))?;
                     (index, read, exact_len)
                 }
             };
             let item = match read.leaf.data_name.as_deref() {
                 Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem),
-                _ => self.item.as_str(),
+                _ => self.to.item.as_str(),
             };
-            let keep = |text: &str| match self.strings {
+            let keep = |text: &str| match self.to.strings {
                 Some(arena) => Cow::Borrowed(arena.alloc_str(text)),
                 None => Cow::Owned(text.to_string()),
             };
-            let (path, item) = (keep(self.path), keep(item));
-            self.out.push(LeafRow {
+            let (path, item) = (keep(self.to.path), keep(item));
+            self.to.rows.push(LeafRow {
                 seq: self.seq,
                 leaf: self.next_leaf,
-                entry: self.entry,
+                // Every entry has its name at its place: `names[seq]`.
+                entry: self.seq as usize,
                 section: section.clone(),
                 path,
                 item,
@@ -556,54 +569,50 @@ impl<'a> Walk<'_, 'a> {
                 exact_len,
             });
             self.next_leaf += 1;
-            self.skeleton.push(b'$');
+            self.to.skeleton.push(b'$');
             return Ok(());
         }
-        let (path_len, item_len) = (self.path.len(), self.item.len());
+        let (path_len, item_len) = (self.to.path.len(), self.to.item.len());
         match &node.value {
             Value::Array(items) => {
-                self.skeleton.push(b'[');
+                self.to.skeleton.push(b'[');
                 for (i, child) in items.iter().enumerate() {
                     if i > 0 {
-                        self.skeleton.extend(b", ");
+                        self.to.skeleton.extend(b", ");
                     }
                     if path_len > 0 {
-                        self.path.push('.');
+                        self.to.path.push('.');
                     }
-                    push_index(self.path, i);
+                    push_index(self.to.path, i);
                     if !grads {
-                        self.item.push('.');
-                        push_index(self.item, i);
+                        self.to.item.push('.');
+                        push_index(self.to.item, i);
                     }
                     let walked = self.slot(child, section, grads, depth + 1);
-                    self.path.truncate(path_len);
-                    self.item.truncate(item_len);
+                    self.to.path.truncate(path_len);
+                    self.to.item.truncate(item_len);
                     walked?;
                 }
-                self.skeleton.push(b']');
+                self.to.skeleton.push(b']');
             }
             Value::Object(members) => {
-                self.skeleton.push(b'{');
+                self.to.skeleton.push(b'{');
                 for (i, (k, child)) in members.iter().enumerate() {
-                    if i > 0 {
-                        self.skeleton.extend(b", ");
-                    }
-                    self.skeleton.key(k);
-                    self.skeleton.extend(b": ");
+                    self.to.skeleton.member(i, k);
                     if path_len > 0 {
-                        self.path.push('.');
+                        self.to.path.push('.');
                     }
-                    self.path.push_str(k);
-                    self.item.push('.');
-                    self.item.push_str(k);
+                    self.to.path.push_str(k);
+                    self.to.item.push('.');
+                    self.to.item.push_str(k);
                     let walked = self.slot(child, section, grads, depth + 1);
-                    self.path.truncate(path_len);
-                    self.item.truncate(item_len);
+                    self.to.path.truncate(path_len);
+                    self.to.item.truncate(item_len);
                     walked?;
                 }
-                self.skeleton.push(b'}');
+                self.to.skeleton.push(b'}');
             }
-            _ => self.skeleton.compact(node),
+            _ => self.to.skeleton.compact(node),
         }
         Ok(())
     }

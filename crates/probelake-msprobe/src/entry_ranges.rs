@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use crate::dump_file::{
     check_entry_name, count_leaves, header_and_data, DumpKind, DumpParts, EntryNames, LeafRow, ParsedDump,
-    SkeletonText, Walk,
+    SkeletonText, Walk, WalkOut,
 };
 use crate::error::MsprobeError as CodecError;
 use crate::json::{Arena, Layout, Node};
@@ -175,27 +175,23 @@ fn walk_range<'a>(range: Range<'a>, strings: &'a Arena, place: Place<'_, 'a>, ro
     }
     let (mut scratch, mut skeleton) = ((Vec::new(), Vec::new()), SkeletonText::none());
     let (mut path, mut item) = (String::new(), String::new());
+    let source = LeafSource { bytes: place.source, layout: place.layout, depth: 0 };
+    let to = WalkOut {
+        rows: &mut out.leaves,
+        taken: &mut out.taken,
+        strings: Some(strings),
+        skeleton: &mut skeleton,
+        scratch: &mut scratch,
+        path: &mut path,
+        item: &mut item,
+    };
+    let mut walk = Walk::new(source, place.values, range.piece, to);
     for (i, (name, entry)) in range.entries.iter().enumerate() {
         let seq = range.first + i;
         // A huge name is not walked: its error comes from the names' pass.
         let walked = check_entry_name(name, entry, None).and_then(|()| {
             out.names.push(parse_entry_name(name));
-            Walk {
-                source: LeafSource { bytes: place.source, layout: place.layout, depth: 0 },
-                strings: Some(strings),
-                read: place.values,
-                taken: &mut out.taken,
-                piece: range.piece,
-                out: &mut out.leaves,
-                scratch: &mut scratch,
-                seq: seq as i64,
-                entry: seq,
-                next_leaf: 0,
-                skeleton: &mut skeleton,
-                path: &mut path,
-                item: &mut item,
-            }
-            .entry(place.kind, name, entry)
+            walk.entry(seq, place.kind, name, entry)
         });
         if let Err(e) = walked {
             out.error = Some((seq, e));
