@@ -138,17 +138,24 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
 
     let entries = data_entries(&doc);
     // Only families with a leaf get columns (and so a file); a family new to the unit gets
-    // room for all of this file's rows of it.
+    // room for all of this file's rows of it, made by the thread that fills it (`fill_share`).
     let sizes = family_sizes(&parsed, entries);
-    for (api, size) in &sizes {
-        if !dump.contains_key(*api) {
-            dump.insert(api.to_string(), DumpColumns::with_capacity(*size));
-        }
+    let new: Vec<&str> = sizes.iter().map(|(api, _)| *api).filter(|api| !dump.contains_key(*api)).collect();
+    for api in &new {
+        dump.insert(api.to_string(), DumpColumns::with_capacity(FamilySize::default()));
     }
+    let families = dump
+        .iter_mut()
+        .map(|(api, columns)| {
+            let size = sizes.iter().find(|(family, _)| family == api).map(|(_, size)| *size);
+            let room = size.filter(|_| new.contains(&api.as_str()));
+            Family { api: api.as_str(), columns, rows: size.map_or(0, |size| size.rows), room }
+        })
+        .collect();
     // The round trip is checked here, once, rather than trusted: whatever the rows cannot
     // rebuild byte for byte is kept whole. Rows read to be compared are never written back.
     let check = files.reading == Reading::Import;
-    let rebuilds = fill_families(&parsed, entries, &sizes, dump, origin, files.threads, |p| {
+    let rebuilds = fill_families(&parsed, entries, families, origin, files.threads, |p| {
         if check {
             rebuilds_source(p, bytes)
         } else {
@@ -178,33 +185,40 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
     })
 }
 
-/// Pushes every row of `parsed` into its family's columns of `dump` (each family there), and
-/// runs `check` beside: the families are shared out over `threads` threads, in shares of
-/// about equal rows (`sizes`, [`family_sizes`]).
+/// One family's columns, to be filled by one thread.
+struct Family<'f> {
+    api: &'f str,
+    columns: &'f mut DumpColumns,
+    /// The family's rows in this file.
+    rows: usize,
+    /// For a family new to the unit, its size in this file: the filling thread makes its
+    /// columns with that room. The kernel zeroes their pages where they are first touched;
+    /// made on the calling thread, they were a stretch of one core before the others started.
+    room: Option<FamilySize>,
+}
+
+/// Pushes every row of `parsed` into its family's columns (`families`: each family there),
+/// and runs `check` beside: the families are shared out over `threads` threads, in shares
+/// of about equal rows. A family with `room` gets its columns made first.
 fn fill_families(
     parsed: &ParsedDump<'_>,
     entries: &[(Cow<'_, str>, Node<'_>)],
-    sizes: &[(&str, FamilySize)],
-    dump: &mut BTreeMap<String, DumpColumns>,
+    mut families: Vec<Family<'_>>,
     origin: Origin,
     threads: usize,
     check: impl FnOnce(&ParsedDump<'_>) -> Result<bool> + Send,
 ) -> Result<bool> {
-    if threads <= 1 || dump.len() < 2 {
-        let mut all: Vec<(&str, &mut DumpColumns)> = dump.iter_mut().map(|(k, v)| (k.as_str(), v)).collect();
-        fill_share(parsed, entries, &mut all, origin)?;
+    if threads <= 1 || families.len() < 2 {
+        fill_share(parsed, entries, &mut families, origin)?;
         return check(parsed);
     }
-    let rows_of = |family: &str| sizes.iter().find(|(api, _)| *api == family).map_or(0, |(_, size)| size.rows);
     // Largest first, each to the share with the fewest rows so far.
-    let mut families: Vec<(usize, &str, &mut DumpColumns)> =
-        dump.iter_mut().map(|(k, v)| (rows_of(k), k.as_str(), v)).collect();
-    families.sort_by_key(|f| std::cmp::Reverse(f.0));
-    let mut shares: Vec<(usize, Vec<(&str, &mut DumpColumns)>)> = (0..threads).map(|_| (0, Vec::new())).collect();
-    for (rows, family, columns) in families {
+    families.sort_by_key(|f| std::cmp::Reverse(f.rows));
+    let mut shares: Vec<(usize, Vec<Family<'_>>)> = (0..threads).map(|_| (0, Vec::new())).collect();
+    for family in families {
         if let Some(share) = shares.iter_mut().min_by_key(|s| s.0) {
-            share.0 += rows;
-            share.1.push((family, columns));
+            share.0 += family.rows;
+            share.1.push(family);
         }
     }
     std::thread::scope(|scope| {
@@ -228,14 +242,19 @@ fn fill_families(
 fn fill_share(
     parsed: &ParsedDump<'_>,
     entries: &[(Cow<'_, str>, Node<'_>)],
-    share: &mut [(&str, &mut DumpColumns)],
+    share: &mut [Family<'_>],
     origin: Origin,
 ) -> Result<()> {
+    for family in share.iter_mut() {
+        if let Some(size) = family.room.take() {
+            *family.columns = DumpColumns::with_capacity(size);
+        }
+    }
     // An entry's leaves are consecutive rows: its family's columns are looked up once for all.
     for rows in parsed.leaves.chunk_by(|a, b| a.entry == b.entry) {
         let Some(first) = rows.first() else { continue };
         let name = parsed.names.get(first.entry).ok_or_else(|| MsprobeError::Internal("leaf without entry".into()))?;
-        let Some((_, columns)) = share.iter_mut().find(|(family, _)| *family == name.api) else { continue };
+        let Some(Family { columns, .. }) = share.iter_mut().find(|f| f.api == name.api) else { continue };
         let full = entry_name(entries, first.seq);
         for row in rows {
             columns.push(row, parsed.value(row), full, name, origin);

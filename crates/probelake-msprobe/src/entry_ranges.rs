@@ -70,16 +70,24 @@ pub(crate) fn take_apart_cut<'a>(
         let own = jobs.next();
         std::thread::scope(|scope| {
             let others: Vec<_> =
-                jobs.map(|(range, arena)| scope.spawn(move || walk_range(range, arena, place, 0))).collect();
-            let twice = first_bad_name(entries);
+                jobs.map(|(range, arena)| scope.spawn(move || walk_range(range, arena, place, Room::Own))).collect();
+            // Beside the ranges, the names' pass has a thread of its own where there are
+            // others: on the first range's it made that range the last to end, the other
+            // cores idle meanwhile.
+            let names_pass = (!others.is_empty()).then(|| scope.spawn(|| first_bad_name(entries)));
             // The first range's rows are the start of all the rows: room for them all, so that
             // the others' are appended without a copy of the first's.
             let all: usize = entries.iter().map(|(_, e)| count_leaves(e)).sum();
+            let room = Room::All { rows: all, names: entries.len() };
             let mut walked = Vec::with_capacity(others.len() + 1);
-            walked.extend(own.map(|(range, arena)| walk_range(range, arena, place, all)));
+            walked.extend(own.map(|(range, arena)| walk_range(range, arena, place, room)));
             for other in others {
                 walked.push(other.join().unwrap_or_else(|_| RangeRows::failed("a range's thread")));
             }
+            let twice = match names_pass {
+                Some(pass) => pass.join().unwrap_or_else(|_| Some((0, CodecError::Internal("names' thread".into())))),
+                None => first_bad_name(entries),
+            };
             // The error the walk in file order meets first: the names' at an entry come before
             // its slots'.
             let walk_error = walked.iter_mut().find_map(|w| w.error.take());
@@ -98,7 +106,6 @@ pub(crate) fn take_apart_cut<'a>(
         }
         None => (Vec::new(), Vec::new()),
     };
-    names.reserve_exact(entries.len().saturating_sub(names.len()));
     for mut range in ranges {
         names.append(&mut range.names);
         leaves.append(&mut range.leaves);
@@ -159,12 +166,23 @@ fn range_starts(entries: &[(Cow<'_, str>, Node<'_>)], ranges: usize) -> Vec<usiz
     starts
 }
 
-/// Walks one range's entries into rows, stopping at the first error; with room for `room`
-/// rows, or for the range's own where `room` is 0.
-fn walk_range<'a>(range: Range<'a>, strings: &'a Arena, place: Place<'_, 'a>, room: usize) -> RangeRows<'a> {
-    let rows = if room > 0 { room } else { range.entries.iter().map(|(_, e)| count_leaves(e)).sum() };
+/// How many rows and names a range's vectors have room for.
+#[derive(Clone, Copy)]
+enum Room {
+    /// The range's own.
+    Own,
+    /// Those of every range: the first range's vectors are the start of all.
+    All { rows: usize, names: usize },
+}
+
+/// Walks one range's entries into rows, stopping at the first error.
+fn walk_range<'a>(range: Range<'a>, strings: &'a Arena, place: Place<'_, 'a>, room: Room) -> RangeRows<'a> {
+    let (rows, names) = match room {
+        Room::Own => (range.entries.iter().map(|(_, e)| count_leaves(e)).sum(), range.entries.len()),
+        Room::All { rows, names } => (rows, names),
+    };
     let mut out = RangeRows {
-        names: Vec::with_capacity(range.entries.len()),
+        names: Vec::with_capacity(names),
         leaves: Vec::with_capacity(rows),
         taken: Vec::new(),
         error: None,
