@@ -35,13 +35,13 @@ use parquet::arrow::arrow_reader::{
     ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
     ParquetRecordBatchReaderBuilder, RowFilter,
 };
-use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::arrow::ProjectionMask;
 use parquet::schema::types::SchemaDescriptor;
 use serde::{Deserialize, Serialize};
 
+pub use crate::encode::{encode_batch, EncodedFile};
 use crate::error::{FormatError, Result};
 use crate::layout::{child, is_unit_data_path, parse_unit_path, Table, Unit, COMMITS_DIR, MANIFEST_FILE};
-use crate::properties::writer_properties;
 
 /// The version of the dataset format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -146,34 +146,6 @@ pub struct PendingCommit {
     pub record: CommitRecord,
     /// The record it replaced.
     pub replaced: Option<CommitRecord>,
-}
-
-/// A Parquet file encoded in memory and not stored yet: the CPU-bound half of
-/// [`Lake::write_batch`], which needs no store and so can run on any thread.
-#[derive(Debug, Clone)]
-pub struct EncodedFile {
-    /// Its table.
-    pub table: Table,
-    /// The API family partition (`dump` and `tensor` only).
-    pub api: Option<String>,
-    /// Rows in the file.
-    pub rows: u64,
-    /// The Parquet bytes.
-    pub bytes: Vec<u8>,
-}
-
-/// Encodes `batch` as a Parquet file of `table` with probelake's writer properties.
-pub fn encode_batch(table: Table, api: Option<&str>, batch: &RecordBatch) -> Result<EncodedFile> {
-    let location = match api {
-        Some(api) => format!("{} (api={api})", table.name()),
-        None => table.name().to_string(),
-    };
-    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 4096);
-    let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(writer_properties(table)))
-        .map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
-    writer.write(batch).map_err(|source| FormatError::Parquet { location: location.clone(), source })?;
-    writer.close().map_err(|source| FormatError::Parquet { location, source })?;
-    Ok(EncodedFile { table, api: api.map(str::to_string), rows: batch.num_rows() as u64, bytes: buf })
 }
 
 /// A dataset: an object store and the prefix of its root.
@@ -738,6 +710,7 @@ impl Iterator for FileBatches {
 mod tests {
     use super::*;
     use arrow::array::{AsArray, Int64Array, StringArray};
+    use parquet::arrow::ArrowWriter;
 
     /// A file of 1,000 rows: `seq` 0.., `section` alternating input/output, `item` per row.
     fn fetched() -> FetchedFile {

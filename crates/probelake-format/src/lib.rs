@@ -19,6 +19,7 @@
 //! - [`output_tree`]: a folder of result files written whole or not at all.
 #![warn(missing_docs)]
 
+mod encode;
 pub mod error;
 pub mod lake;
 pub mod layout;

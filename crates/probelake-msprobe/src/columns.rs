@@ -9,7 +9,7 @@ use arrow::array::{
 };
 use arrow::record_batch::RecordBatch;
 
-use probelake_format::schema::{construct_schema, dump_schema, source_schema, stack_schema, tensor_schema};
+use probelake_format::schema::{construct_schema, dump_schema, source_schema, tensor_schema};
 use probelake_format::Result;
 
 use crate::construct::ConstructRow;
@@ -208,53 +208,32 @@ impl DumpColumns {
     }
 }
 
-/// Rows of the `stack` table.
+/// Rows of the `stack` table. A stack group's frames are held once for all its names (the
+/// rows of one stack.json that share them share their keys): the table repeats them on every
+/// name's row, many times stack.json's size (16 MB of frame text for a 0.28 MB stack.json of a
+/// real 10.7 MB dump). The batch has `frames` as a list of `Dictionary(Int32, Utf8)`, as a
+/// dataset's `stack` file decodes with `decode_columns(_, &["frames"])` and as
+/// [`StackFrames`](crate::StackFrames) reads it;
+/// [`encode_batch`](probelake_format::lake::encode_batch) stores it as
+/// [`stack_schema`](probelake_format::schema::stack_schema)'s plain list.
 #[derive(Default)]
 pub struct StackColumns {
     group: Int64Builder,
     name: StringBuilder,
-    frames: Option<ListBuilder<StringBuilder>>,
-    /// Set for reading ([`StackColumns::sharing_frames`]): the frames, in place of `frames`.
-    shared: Option<SharedFrames>,
+    frames: SharedFrames,
     inner_step: Int64Builder,
     pid: Int64Builder,
 }
 
 impl StackColumns {
-    /// Empty columns whose batch holds `frames` as a list of `Dictionary(Int32, Utf8)`, the
-    /// names of a stack group sharing their frames' keys, as a dataset's `stack` file decodes
-    /// with `decode_columns(_, &["frames"])`: for reading, where the plain column repeats a
-    /// group's frames on every name (many times stack.json's size). Rows go in with
-    /// [`StackColumns::push_file`]; the batch is not of [`stack_schema`] and is not for storing.
-    pub fn sharing_frames() -> Self {
-        StackColumns { shared: Some(SharedFrames::default()), ..Default::default() }
-    }
-
-    /// Appends the rows of one stack.json, sized by [`StackColumns::reserve`].
+    /// Appends the rows of one stack.json: the rows of one group borrow its very texts.
     pub fn push_file(&mut self, rows: &[StackRow<'_>], origin: Origin) {
-        self.reserve(rows);
-        // The rows borrow one parsed file: a name's frames are its group's very texts.
         for (i, row) in rows.iter().enumerate() {
             self.push_row(row, origin, i > 0);
         }
     }
 
-    /// Sizes the frame texts for `rows` when nothing was pushed yet (a unit's first, and
-    /// usually only, stack.json). A group's frames are repeated on the row of each of its
-    /// names, so they are many times stack.json's size; grown by doubling, their buffer was
-    /// copied and faulted in afresh at each step.
-    pub fn reserve(&mut self, rows: &[StackRow<'_>]) {
-        if self.frames.is_some() || self.shared.is_some() {
-            return;
-        }
-        let (items, bytes) = rows.iter().fold((0, 0), |(items, bytes), row| {
-            (items + row.frames.len(), bytes + row.frames.iter().map(|f| f.len()).sum::<usize>())
-        });
-        self.frames = Some(ListBuilder::with_capacity(StringBuilder::with_capacity(items, bytes), rows.len()));
-    }
-
-    /// Appends one row (to columns made by [`StackColumns::sharing_frames`], it is a row of
-    /// its own, sharing nothing).
+    /// Appends one row, sharing nothing with the rows before it.
     pub fn push(&mut self, row: &StackRow<'_>, origin: Origin) {
         self.push_row(row, origin, false);
     }
@@ -264,38 +243,22 @@ impl StackColumns {
     fn push_row(&mut self, row: &StackRow<'_>, origin: Origin, same_file: bool) {
         self.group.append_value(row.group);
         self.name.append_value(&row.name);
-        match self.shared.as_mut() {
-            Some(shared) => shared.push(&row.frames, same_file),
-            None => {
-                let frames = self.frames.get_or_insert_with(|| ListBuilder::new(StringBuilder::new()));
-                for f in &row.frames {
-                    frames.values().append_value(f);
-                }
-                frames.append(true);
-            }
-        }
+        self.frames.push(&row.frames, same_file);
         self.inner_step.append_option(origin.inner_step);
         self.pid.append_option(origin.pid);
     }
 
-    /// The rows as a batch of [`stack_schema`] (with `frames` as a dictionary for columns made
-    /// by [`StackColumns::sharing_frames`]).
+    /// The rows as a batch of [`stack_schema`](probelake_format::schema::stack_schema) but for
+    /// `frames`, a list of dictionary strings.
     pub fn finish(&mut self) -> Result<RecordBatch> {
-        let (frames, schema) = match self.shared.as_mut() {
-            Some(shared) => (shared.finish()?, shared_frames_schema()),
-            None => {
-                let frames = self.frames.get_or_insert_with(|| ListBuilder::new(StringBuilder::new()));
-                (Arc::new(frames.finish()) as ArrayRef, stack_schema())
-            }
-        };
         let cols: Vec<ArrayRef> = vec![
             Arc::new(self.group.finish()),
             Arc::new(self.name.finish()),
-            frames,
+            self.frames.finish()?,
             Arc::new(self.inner_step.finish()),
             Arc::new(self.pid.finish()),
         ];
-        Ok(RecordBatch::try_new(schema, cols)?)
+        Ok(RecordBatch::try_new(shared_frames_schema(), cols)?)
     }
 }
 

@@ -68,7 +68,7 @@ pub struct UnitStacks {
 /// Reads the stack.json beside each dump file of `dirs` (as for [`read_unit`]), refusing a
 /// damaged one with import's error.
 pub fn read_unit_stacks(dirs: &[&DumpDir]) -> Result<UnitStacks> {
-    let (mut columns, mut has_stack) = (StackColumns::sharing_frames(), false);
+    let (mut columns, mut has_stack) = (StackColumns::default(), false);
     let mut files = Vec::new();
     for dir in dirs {
         let path = dir.dir.join("stack.json");
