@@ -109,7 +109,11 @@ fn read_dump(files: &DumpFiles<'_>, dump: &mut BTreeMap<String, DumpColumns>) ->
     let DumpFiles { path, origin, dump: bytes, .. } = *files;
     let started = std::time::Instant::now();
     let arena = Arena::new();
-    let mut pieces: Vec<Arena> = (0..files.threads).map(|_| Arena::new()).collect();
+    // Twice as many pieces as threads where there are several: pieces of equal bytes take
+    // unequal time, and stack.json's thread shares the cores with them; smaller pieces even
+    // out where the last one ends.
+    let piece_count = if files.threads > 1 { 2 * files.threads } else { files.threads };
+    let mut pieces: Vec<Arena> = (0..piece_count).map(|_| Arena::new()).collect();
     // The rows' strings, an arena for each range of entries the walk may cut `data` into.
     let mut walk_arenas: Vec<Arena> = (0..files.threads.max(1)).map(|_| Arena::new()).collect();
     let DumpDoc { doc, layout, read } = parse_dump_in_pieces(bytes, &arena, &mut pieces, files.kind)
