@@ -26,14 +26,19 @@ pub struct EncodedFile {
 }
 
 /// Encodes `batch` as a Parquet file of `table` with probelake's writer properties.
+///
+/// A column of `batch` may be a dictionary of its declared type (or a list of such
+/// dictionaries where a list is declared): it is stored as the declared type, with the table's
+/// declared Arrow schema in the file (for the `stack` table's `frames`, the file is byte for
+/// byte the one the plain column gives).
 pub fn encode_batch(table: Table, api: Option<&str>, batch: &RecordBatch) -> Result<EncodedFile> {
     let location = match api {
         Some(api) => format!("{} (api={api})", table.name()),
         None => table.name().to_string(),
     };
     let mut properties = writer_properties(table);
-    // A column may come as a dictionary of its declared type (a stack group's frames, held
-    // once for all its names): it is written as that type, and the file says so.
+    // A column given as a dictionary of its declared type (a stack group's frames, held once
+    // for all its names) is written as that type, and the file's Arrow schema says so.
     let declared = schema_of(table);
     let dictionaries_only =
         batch.schema().as_ref() != declared.as_ref() && same_but_dictionaries(&batch.schema(), &declared);
