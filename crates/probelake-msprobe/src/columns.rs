@@ -210,8 +210,8 @@ impl DumpColumns {
 
 /// Rows of the `stack` table. A stack group's frames are held once for all its names (the
 /// rows of one stack.json that share them share their keys): the table repeats them on every
-/// name's row, many times stack.json's size (16 MB of frame text for a 0.28 MB stack.json of a
-/// real 10.7 MB dump). The batch has `frames` as a list of `Dictionary(Int32, Utf8)`, as a
+/// name's row, many times stack.json's size (9.6 MB of frame text for a 0.28 MB stack.json of
+/// a real 10.7 MB dump). The batch has `frames` as a list of `Dictionary(Int32, Utf8)`, as a
 /// dataset's `stack` file decodes with `decode_columns(_, &["frames"])` and as
 /// [`StackFrames`](crate::StackFrames) reads it;
 /// [`encode_batch`](probelake_format::lake::encode_batch) stores it as
