@@ -22,8 +22,9 @@ use pyo3::prelude::*;
 
 // The writer's caller thread allocates a snapshot for every recorded tensor and its worker
 // threads free it; glibc's malloc serialized them on its arena lock, the largest cost of a
-// small `record` after the Python calls (docs/benchmarks.md, "The Python package"). mimalloc
-// frees across threads without a lock. Only this module's Rust allocations use it.
+// small `record` after the Python calls (docs/benchmarks.md, notes on the results, "The Python
+// package"). mimalloc frees across threads without a lock. Only this module's Rust allocations
+// use it.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
