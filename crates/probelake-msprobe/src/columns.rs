@@ -18,6 +18,7 @@ use crate::leaf::Leaf;
 use crate::name::EntryName;
 use crate::shared_frames::{shared_frames_schema, SharedFrames};
 use crate::stack::StackRow;
+use crate::stored_leaf::{dims, Kept, LeafValue, TextLeaf};
 
 /// Which dump file of a unit a row came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -130,10 +131,25 @@ impl DumpColumns {
         }
     }
 
-    /// Appends one leaf of entry `name`: its row and its values.
-    pub fn push(&mut self, row: &LeafRow<'_>, value: &Leaf<'_>, full_name: &str, name: &EntryName<'_>, origin: Origin) {
+    /// Appends one leaf of entry `name`: its row and its values
+    /// ([`ParsedDump::value`](crate::ParsedDump::value)).
+    pub fn push(
+        &mut self,
+        row: &LeafRow<'_>,
+        value: LeafValue<'_, '_>,
+        full_name: &str,
+        name: &EntryName<'_>,
+        origin: Origin,
+    ) {
         let place = LeafPlace { seq: row.seq, leaf: row.leaf, section: &row.section, path: &row.path, item: &row.item };
-        self.push_leaf(place, value, full_name, name, origin);
+        match value.0 {
+            Kept::Node(leaf) => self.push_leaf(place, leaf, full_name, name, origin),
+            Kept::Text(leaf) => {
+                self.push_place(place, full_name, name);
+                self.push_text(leaf);
+                self.push_origin(origin);
+            }
+        }
     }
 
     /// Appends one leaf given by its parts (the async writer has no parsed document to point at).
@@ -145,15 +161,7 @@ impl DumpColumns {
         name: &EntryName<'_>,
         origin: Origin,
     ) {
-        self.seq.append_value(place.seq);
-        self.leaf.append_value(place.leaf);
-        self.name.append_value(full_name);
-        self.op.append_value(name.op);
-        self.call.append_option(name.call);
-        self.direction.append_option(name.direction);
-        self.section.append_value(place.section);
-        self.path.append_value(place.path);
-        self.item.append_value(place.item);
+        self.push_place(place, full_name, name);
         self.kind.append_option(leaf.kind.as_deref());
         self.dtype.append_option(leaf.dtype.as_deref());
         let shape = self.shape.get_or_insert_with(shape_builder);
@@ -172,6 +180,46 @@ impl DumpColumns {
         self.data_name.append_option(leaf.data_name.as_deref());
         self.value.append_option(leaf.value.as_deref());
         self.raw.append_option(leaf.raw.as_deref());
+        self.push_origin(origin);
+    }
+
+    /// The columns that say where a leaf is.
+    fn push_place(&mut self, place: LeafPlace<'_>, full_name: &str, name: &EntryName<'_>) {
+        self.seq.append_value(place.seq);
+        self.leaf.append_value(place.leaf);
+        self.name.append_value(full_name);
+        self.op.append_value(name.op);
+        self.call.append_option(name.call);
+        self.direction.append_option(name.direction);
+        self.section.append_value(place.section);
+        self.path.append_value(place.path);
+        self.item.append_value(place.item);
+    }
+
+    /// [`push_leaf`](Self::push_leaf)'s value columns for a leaf read from its text: the same
+    /// values [`TextLeaf::to_leaf`] would give, without making the shape's vector.
+    fn push_text(&mut self, leaf: &TextLeaf<'_>) {
+        self.kind.append_value(leaf.kind);
+        self.dtype.append_option(leaf.dtype);
+        let shape = self.shape.get_or_insert_with(shape_builder);
+        match leaf.shape {
+            Some(text) => {
+                dims(text).for_each(|dim| shape.values().append_value(dim));
+                shape.append(true);
+            }
+            None => shape.append(false),
+        }
+        for (slot, b) in self.stats.iter_mut().enumerate() {
+            b.append_option(leaf.stat(slot));
+        }
+        self.requires_grad.append_option(leaf.requires_grad);
+        self.md5.append_option(leaf.md5);
+        self.data_name.append_option(leaf.data_name);
+        self.value.append_option(leaf.value);
+        self.raw.append_null();
+    }
+
+    fn push_origin(&mut self, origin: Origin) {
         self.inner_step.append_option(origin.inner_step);
         self.pid.append_option(origin.pid);
     }

@@ -13,8 +13,9 @@ use crate::json::{
 
 use crate::error::MsprobeError as CodecError;
 use crate::leaf::{is_leaf, Leaf, LeafSource};
-use crate::leaf_text::{piece_index, LeafValues, ReadLeaf, ReadLeaves};
+use crate::leaf_text::{piece_index, LeafValues, ReadLeaves};
 use crate::name::{is_parameters_grad, parse_entry_name, EntryName};
+use crate::stored_leaf::{Kept, LeafValue, ReadLeaf, StoredLeaf};
 
 /// Which of msprobe's two entry files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,16 +102,16 @@ pub struct ParsedDump<'a> {
     pub leaves: Vec<LeafRow<'a>>,
     /// The leaves' values, which [`LeafRow::value`] indexes: those read straight from the text
     /// with the document ([`parse_dump`](crate::parse_dump)), then those taken apart from its
-    /// nodes. A row points at its leaf rather than holding a copy: a leaf is ~240 bytes, and
-    /// copying each into its row was most of the row's memory.
+    /// nodes (`stored_leaf.rs`). A row points at its leaf rather than holding a copy, which
+    /// was most of the row's memory.
     pub(crate) values: LeafValues<'a>,
 }
 
 impl<'a> ParsedDump<'a> {
     /// The values of the leaf `row` (a row of [`ParsedDump::leaves`]).
-    pub fn value(&self, row: &LeafRow<'a>) -> &Leaf<'a> {
+    pub fn value(&self, row: &LeafRow<'a>) -> LeafValue<'_, 'a> {
         // Every row's index was made by the walk that filled `values`.
-        self.values.get(row.value).map_or(&EMPTY_LEAF, |read| &read.leaf)
+        self.values.get(row.value).map_or(LeafValue(Kept::Node(&EMPTY_LEAF)), LeafValue::of)
     }
 }
 
@@ -541,12 +542,16 @@ impl<'w, 'a> Walk<'w, 'a> {
                         })?;
                     let index = piece_index(self.piece, self.to.taken.len())
                         .ok_or_else(|| CodecError::Internal("too many leaves for their index".into()))?;
-                    self.to.taken.push(ReadLeaf { leaf, len: exact_len.unwrap_or(0), depth });
+                    self.to.taken.push(ReadLeaf {
+                        leaf: StoredLeaf::Node(Box::new(leaf)),
+                        len: exact_len.unwrap_or(0),
+                        depth,
+                    });
                     let read = self.to.taken.last().ok_or_else(|| CodecError::Internal("leaf not kept".into()))?;
                     (index, read, exact_len)
                 }
             };
-            let item = match read.leaf.data_name.as_deref() {
+            let item = match read.data_name() {
                 Some(dn) if !dn.is_empty() => dn.rsplit_once('.').map_or(dn, |(stem, _)| stem),
                 _ => self.to.item.as_str(),
             };

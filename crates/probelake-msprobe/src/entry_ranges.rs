@@ -19,8 +19,9 @@ use crate::dump_file::{
 use crate::error::MsprobeError as CodecError;
 use crate::json::{Arena, Layout, Node};
 use crate::leaf::LeafSource;
-use crate::leaf_text::{piece_index, LeafValues, ReadLeaf, ReadLeaves};
+use crate::leaf_text::{piece_index, LeafValues, ReadLeaves};
 use crate::name::{parse_entry_name, EntryName};
+use crate::stored_leaf::ReadLeaf;
 
 /// Files smaller than this are walked in one range: a thread costs more than it saves on them.
 pub(crate) const MIN_RANGE_BYTES: usize = 2 << 20;

@@ -11,11 +11,10 @@
 //! read here is, by construction, one whose columns render to its text: the same columns, and
 //! no `raw`, that the general way gives.
 
-use std::borrow::Cow;
-
 use crate::json::{f64_is_written_as, number_end, plain_prefix, Arena, Layout};
 
 use crate::leaf::{is_tensor_kind, parse_number, Leaf};
+use crate::stored_leaf::{ReadLeaf, TextLeaf};
 
 /// Reads leaves whose text is exactly [`Leaf::render`]'s in one layout, and declines every
 /// other text, which the caller then parses the general way.
@@ -50,6 +49,11 @@ impl LeafReader {
     /// Reads the leaf whose text starts at `text[pos]` if that text is exactly
     /// [`Leaf::render`]'s for it at `depth`; returns the leaf and the text's length.
     pub fn read<'a>(&mut self, text: &'a str, pos: usize, depth: usize) -> Option<(Leaf<'a>, usize)> {
+        self.read_text(text, pos, depth).map(|(leaf, len)| (leaf.to_leaf(), len))
+    }
+
+    /// [`LeafReader::read`], the leaf kept as slices of `text`.
+    pub(crate) fn read_text<'a>(&mut self, text: &'a str, pos: usize, depth: usize) -> Option<(TextLeaf<'a>, usize)> {
         // A depth's frames hold its indentation a dozen times over: made only once the text
         // opens a leaf there, they cost no more than a dozen times the text that shows it,
         // whatever indentation a hostile file declares on its second line.
@@ -197,22 +201,22 @@ struct Reader<'a, 'f> {
 
 impl<'a> Reader<'a, '_> {
     /// The leaf, in the member order of [`Leaf::render`].
-    fn leaf(&mut self) -> Option<Leaf<'a>> {
+    fn leaf(&mut self) -> Option<TextLeaf<'a>> {
         let frames = self.frames;
         self.literal(&frames.open)?;
         let kind = self.string()?;
-        let mut leaf = Leaf { kind: Some(Cow::Borrowed(kind)), ..Leaf::default() };
+        let mut leaf = TextLeaf { kind, ..TextLeaf::default() };
         if self.member(Member::Value) {
             // A tensor's `value` is not a column: `render` would not write it.
             if is_tensor_kind(kind) {
                 return None;
             }
-            leaf.value = Some(Cow::Borrowed(self.scalar()?));
+            leaf.value = Some(self.scalar()?);
             self.literal(&frames.close)?;
             return Some(leaf);
         }
         if self.member(Member::Dtype) {
-            leaf.dtype = Some(Cow::Borrowed(self.string()?));
+            leaf.dtype = Some(self.string()?);
         }
         if self.member(Member::Shape) {
             leaf.shape = Some(self.dims()?);
@@ -228,20 +232,23 @@ impl<'a> Reader<'a, '_> {
             if !md5.starts_with("0x") {
                 return None;
             }
-            leaf.md5 = Some(Cow::Borrowed(md5));
+            leaf.md5 = Some(md5);
         } else {
             for (slot, member) in [Member::Max, Member::Min, Member::Mean, Member::Norm].into_iter().enumerate() {
                 if !self.member(member) {
                     return None;
                 }
-                leaf.stats[slot] = self.statistic()?;
+                if let Some(value) = self.statistic()? {
+                    leaf.stats[slot] = value;
+                    leaf.present |= 1 << slot;
+                }
             }
         }
         if self.member(Member::RequiresGrad) {
             leaf.requires_grad = Some(self.boolean()?);
         }
         if self.member(Member::DataName) {
-            leaf.data_name = Some(Cow::Borrowed(self.string()?));
+            leaf.data_name = Some(self.string()?);
         }
         if !xor && self.member(Member::Md5) {
             let md5 = self.string()?;
@@ -249,7 +256,7 @@ impl<'a> Reader<'a, '_> {
             if md5.starts_with("0x") {
                 return None;
             }
-            leaf.md5 = Some(Cow::Borrowed(md5));
+            leaf.md5 = Some(md5);
         }
         self.literal(&frames.close)?;
         Some(leaf)
@@ -301,13 +308,14 @@ impl<'a> Reader<'a, '_> {
         f64_is_written_as(value, token.as_bytes()).then_some(Some(value))
     }
 
-    /// A shape: integers written without a sign or leading zeros that `render` would not write.
-    fn dims(&mut self) -> Option<Vec<i64>> {
+    /// A shape: integers written without a sign or leading zeros that `render` would not
+    /// write, each fitting an `i64`; its text ([`dims`](crate::stored_leaf::dims) reads it).
+    fn dims(&mut self) -> Option<&'a str> {
         let frames = self.frames;
+        let start = self.at;
         if self.literal(b"[]").is_some() {
-            return Some(Vec::new());
+            return self.text.get(start..self.at);
         }
-        let mut dims = Vec::with_capacity(4);
         self.literal(&frames.dims_open)?;
         loop {
             let token = self.token(|b| b.is_ascii_digit() || b == b'-')?;
@@ -320,10 +328,10 @@ impl<'a> Reader<'a, '_> {
             if !canonical {
                 return None;
             }
-            dims.push(token.parse().ok()?);
+            token.parse::<i64>().ok()?;
             if self.literal(&frames.dims_separator).is_none() {
                 self.literal(&frames.dims_close)?;
-                return Some(dims);
+                return self.text.get(start..self.at);
             }
         }
     }
@@ -510,16 +518,10 @@ impl<'a> LeafValues<'a> {
     }
 }
 
-#[derive(Debug)]
-pub(crate) struct ReadLeaf<'a> {
-    pub(crate) leaf: Leaf<'a>,
-    /// The length of its text, which is its rendering at `depth`.
-    pub(crate) len: usize,
-    pub(crate) depth: usize,
-}
-
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
+
     use super::*;
     use crate::json::parse;
     use crate::leaf::LeafSource;

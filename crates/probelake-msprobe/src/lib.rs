@@ -43,6 +43,7 @@ mod shared_frames;
 mod skeleton;
 mod stack;
 mod stack_frames;
+mod stored_leaf;
 
 pub use captured::{import_captured, CapturedDump};
 pub use columns::{
@@ -65,3 +66,4 @@ pub use read_dump::{parse_dump, parse_dump_in_pieces, DumpDoc, MIN_PIECE_BYTES};
 pub use read_unit::{read_unit, read_unit_stacks, UnitStacks, UnitTables};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
 pub use stack_frames::StackFrames;
+pub use stored_leaf::LeafValue;

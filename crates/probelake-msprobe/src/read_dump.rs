@@ -13,7 +13,8 @@ use crate::json::{
 };
 
 use crate::dump_file::{DumpKind, ENTRY_DEPTH};
-use crate::leaf_text::{piece_index, LeafReader, LeafValues, ReadLeaf, ReadLeaves};
+use crate::leaf_text::{piece_index, LeafReader, LeafValues, ReadLeaves};
+use crate::stored_leaf::{ReadLeaf, StoredLeaf};
 
 /// A dump file parsed for [`take_apart_read`](crate::take_apart_read): the document, its
 /// layout, and the leaves read straight from the text as it was parsed.
@@ -98,8 +99,8 @@ pub(crate) fn parse_dump_cut<'a>(
             return None;
         }
         let index = piece_index(r.piece, r.read.len())?;
-        let (leaf, len) = r.reader.read(at.text, at.pos, at.depth)?;
-        r.read.push(ReadLeaf { leaf, len, depth: at.depth });
+        let (leaf, len) = r.reader.read_text(at.text, at.pos, at.depth)?;
+        r.read.push(ReadLeaf { leaf: StoredLeaf::Text(leaf), len, depth: at.depth });
         Some(TakenObject { len, index })
     };
     let parsed = match layout.indent {
