@@ -81,7 +81,7 @@ pub(crate) fn parse_dump_cut<'a>(
     };
     let pieces = &mut pieces[..count];
     // msprobe's leaves take ~290 bytes each in its layout: room for all but an odd file's, so
-    // that a file's leaves (~200 bytes each) are not copied over again as the vector grows.
+    // that a file's kept leaves (152 bytes each) are not copied over again as the vector grows.
     let room = bytes.len() / 256 / count.max(1);
     let mut readers: Vec<PieceReader<'a>> = (0..=count)
         .map(|piece| PieceReader {
