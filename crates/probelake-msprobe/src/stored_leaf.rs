@@ -52,23 +52,13 @@ impl<'a> TextLeaf<'a> {
     }
 }
 
-/// The integers of a shape's text that the reader checked (optional `-`, digits, each fitting
-/// an `i64`), in order.
+/// The integers of a shape's text that the reader checked (each token an `i64` that
+/// `str::parse` reads), in order.
 pub(crate) fn dims(text: &str) -> impl Iterator<Item = i64> + '_ {
-    text.as_bytes().split(|&b| !(b.is_ascii_digit() || b == b'-')).filter(|token| !token.is_empty()).map(|token| {
-        let (negative, digits) = match token.split_first() {
-            Some((b'-', rest)) => (true, rest),
-            _ => (false, token),
-        };
-        // Checked to fit: `-9223372036854775808`'s magnitude wraps to itself.
-        let magnitude =
-            digits.iter().fold(0u64, |n, &d| n.wrapping_mul(10).wrapping_add(u64::from(d.wrapping_sub(b'0'))));
-        if negative {
-            magnitude.wrapping_neg() as i64
-        } else {
-            magnitude as i64
-        }
-    })
+    text.split(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .filter(|token| !token.is_empty())
+        // The reader gave up on any text where this fails: 0 is never read.
+        .map(|token| token.parse().unwrap_or_default())
 }
 
 /// A leaf's values as kept: read from its text, or taken apart from its node.
