@@ -57,7 +57,7 @@ impl<'a> TextLeaf<'a> {
 pub(crate) fn dims(text: &str) -> impl Iterator<Item = i64> + '_ {
     text.split(|c: char| !(c.is_ascii_digit() || c == '-'))
         .filter(|token| !token.is_empty())
-        // The reader gave up on any text where this fails: 0 is never read.
+        // The reader refused every text where this fails: the default is never used.
         .map(|token| token.parse().unwrap_or_default())
 }
 
