@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use crate::device::{CopyCompletion, DeviceTensor, PinnedBuffer};
+use crate::device::{CopyCompletion, DeviceSummary, DeviceTensor, PinnedBuffer};
 
 /// The bytes of one tensor: little-endian elements, contiguous, in C order.
 pub struct TensorSource(pub(crate) Source);
@@ -20,6 +20,8 @@ pub(crate) enum Source {
     Copying(Box<dyn CopyCompletion>, usize),
     /// Bytes made by `record` once the budget admitted them (a snapshot of the caller's memory).
     Deferred(MakeBytes, usize),
+    /// No bytes: the statistics, computed on the device, awaited on a writer thread.
+    Summarized(Box<dyn DeviceSummary>),
 }
 
 /// What makes a [`TensorSource::deferred`] tensor's bytes.
@@ -68,14 +70,27 @@ impl TensorSource {
         TensorSource(Source::Device(Box::new(tensor)))
     }
 
-    /// Size in bytes.
+    /// No bytes at all, only the statistics a device computed for the tensor: for units of
+    /// task `statistics` in summary mode `statistics`, which need nothing else (`record`
+    /// refuses it in the others). The tensor's shape and dtype still describe it; the writer
+    /// waits for the values on its own thread.
+    pub fn summarized(summary: impl DeviceSummary + 'static) -> Self {
+        TensorSource(Source::Summarized(Box::new(summary)))
+    }
+
+    /// Size in bytes (0 for [`TensorSource::summarized`]).
     pub fn len(&self) -> usize {
         match &self.0 {
             Source::Host(b) => b.len(),
             Source::Lent(l) => l.len,
             Source::Device(d) => d.len(),
             Source::Copying(_, len) | Source::Deferred(_, len) => *len,
+            Source::Summarized(_) => 0,
         }
+    }
+
+    pub(crate) fn is_summarized(&self) -> bool {
+        matches!(self.0, Source::Summarized(_))
     }
 
     /// Whether there are no bytes.
@@ -92,6 +107,7 @@ impl std::fmt::Debug for TensorSource {
             Source::Device(_) => "device",
             Source::Copying(..) => "copying",
             Source::Deferred(..) => "deferred",
+            Source::Summarized(_) => "summarized",
         };
         write!(f, "TensorSource({kind}, {} bytes)", self.len())
     }

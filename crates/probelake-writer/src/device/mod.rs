@@ -15,6 +15,10 @@
 //! the pool's pinned buffers. [`simulated`] is a backend without hardware whose copies complete
 //! later on its own thread: it drives the same pipeline the NPU backend (feature `npu`, module
 //! `npu`) does, so the pipeline is tested everywhere.
+//!
+//! Where only the statistics are needed (task `statistics`, summary mode `statistics`), a
+//! device can compute them itself and hand over a [`DeviceSummary`] instead: no bytes cross to
+//! the host but the four values, and the writer waits for them on its own thread.
 
 pub mod pool;
 pub mod simulated;
@@ -23,6 +27,8 @@ pub mod simulated;
 pub mod npu;
 
 pub use pool::{HeapAllocator, HostAllocator, HostMemory, PinnedBuffer, PinnedPool};
+
+use crate::stats::Summary;
 
 /// Why a device operation failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,4 +62,11 @@ pub trait DeviceTensor: Send {
 pub trait CopyCompletion: Send {
     /// Blocks until the copy is done and gives the filled buffer back. Called on a writer thread.
     fn wait(self: Box<Self>) -> Result<PinnedBuffer, DeviceError>;
+}
+
+/// A tensor's Max, Min, Mean and Norm computed on its device (msprobe's rules, as
+/// [`crate::stats::summarize`] applies them to bytes), on their way to the host.
+pub trait DeviceSummary: Send {
+    /// Blocks until the values are on the host. Called on a writer thread.
+    fn wait(self: Box<Self>) -> Result<Summary, DeviceError>;
 }

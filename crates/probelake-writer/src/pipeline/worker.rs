@@ -272,13 +272,27 @@ impl Walk<'_> {
 
     fn tensor(&mut self, t: Tensor) -> Result<()> {
         let Tensor { dtype, shape, requires_grad, kind, numpy, source } = t;
+        if let Source::Summarized(summary) = source.0 {
+            let summary = summary.wait().map_err(|e| WriterError::Device { item: self.item.clone(), message: e.0 })?;
+            let leaf = tensor_leaf(TensorFacts {
+                kind: kind.as_deref().unwrap_or("torch.Tensor"),
+                dtype_name: dtype.torch_name(),
+                shape: &shape,
+                summary: Some(summary),
+                requires_grad,
+                data_name: None,
+                md5: Md5::Absent,
+            });
+            self.push_leaf(leaf);
+            return Ok(());
+        }
         let held = match source.0 {
             Source::Host(b) => Held::Host(b),
             Source::Lent(l) => Held::Lent(l),
             Source::Copying(copy, _) => {
                 Held::Pinned(copy.wait().map_err(|e| WriterError::Device { item: self.item.clone(), message: e.0 })?)
             }
-            Source::Device(_) | Source::Deferred(..) => {
+            Source::Device(_) | Source::Deferred(..) | Source::Summarized(_) => {
                 return Err(WriterError::Internal("a device or deferred tensor reached a worker unmade".into()))
             }
         };

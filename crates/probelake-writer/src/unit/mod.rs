@@ -20,7 +20,7 @@ use crate::device::PinnedPool;
 use crate::entry::{Entry, Value};
 use crate::error::{Result, WriterError};
 use crate::metrics::Metrics;
-use crate::options::Backpressure;
+use crate::options::{Backpressure, SummaryMode, Task};
 use crate::pipeline::inbox::Urgency;
 use crate::pipeline::{Job, Shared, ToAssembler, Work, WorkerHandle, LEAF_OVERHEAD};
 use crate::source::{Source, TensorSource};
@@ -68,6 +68,8 @@ struct Plan {
     leaves: u64,
     /// Device and deferred tensors: `enqueue` makes or starts their bytes.
     devices: usize,
+    /// Tensors whose statistics a device computed ([`TensorSource::summarized`]).
+    summaries: usize,
 }
 
 impl UnitWriter {
@@ -154,7 +156,19 @@ impl UnitWriter {
         if self.shared.stopped() {
             return Err(self.stopped());
         }
-        plan(entry)
+        let plan = plan(entry)?;
+        let options = &self.shared.options;
+        if plan.summaries > 0 && (options.task == Task::Tensor || options.summary_mode != SummaryMode::Statistics) {
+            return Err(WriterError::invalid(
+                &entry.name,
+                format!(
+                    "a tensor summarized on its device carries no bytes, and this unit (task {:?}, summary mode \
+                     {:?}) needs them: pass its bytes (a host or device source) instead",
+                    options.task, options.summary_mode
+                ),
+            ));
+        }
+        Ok(plan)
     }
 
     fn refuse(&self, entry: Entry, plan: &Plan, charge: u64) -> Result<Recorded> {
@@ -265,7 +279,7 @@ fn plan(entry: &Entry) -> Result<Plan> {
         return Err(WriterError::invalid(name, "an entry needs a name"));
     }
     let grads = is_parameters_grad(name);
-    let mut plan = Plan { tensor_bytes: 0, leaves: 0, devices: 0 };
+    let mut plan = Plan { tensor_bytes: 0, leaves: 0, devices: 0, summaries: 0 };
     for (section, value) in &entry.sections {
         if slot_suffix(section, grads).is_some() {
             plan_value(name, section, value, &mut plan)?;
@@ -307,6 +321,11 @@ fn plan_value(name: &str, section: &str, value: &Value, plan: &mut Plan) -> Resu
                 numel = numel
                     .checked_mul(d)
                     .ok_or_else(|| WriterError::invalid(name, format!("{section}: shape {:?} overflows", t.shape)))?;
+            }
+            if t.source.is_summarized() {
+                plan.leaves += 1;
+                plan.summaries += 1;
+                return Ok(());
             }
             let want = numel.checked_mul(t.dtype.itemsize() as u64);
             let have = t.source.len() as u64;

@@ -425,3 +425,52 @@ fn a_deferred_source_of_the_wrong_size_fails_the_record() {
     assert!(unit.record(entry).expect_err("make failed").to_string().contains("the snapshot failed"));
     assert_eq!(unit.commit_blocking().expect("commit").counts.entries, 0);
 }
+
+/// Statistics a device computed, or its failure.
+struct GivenSummary(std::result::Result<crate::stats::Summary, crate::device::DeviceError>);
+
+impl crate::device::DeviceSummary for GivenSummary {
+    fn wait(self: Box<Self>) -> std::result::Result<crate::stats::Summary, crate::device::DeviceError> {
+        self.0
+    }
+}
+
+fn summarized(result: std::result::Result<crate::stats::Summary, crate::device::DeviceError>) -> Value {
+    Value::tensor(Tensor::new(DType::F32, [1 << 20], TensorSource::summarized(GivenSummary(result))))
+}
+
+#[test]
+fn a_tensor_summarized_on_its_device_is_a_leaf_without_bytes() {
+    use crate::stats::{Stat, Summary};
+    let (_dir, lake) = lake();
+    // A budget far below the tensor's 4 MiB: a summarized tensor charges no bytes.
+    let unit = lake.unit(Unit::new(0, "default", 0), small_budget(Backpressure::Error)).expect("unit");
+    let summary =
+        Summary { max: Stat::Float(2.0), min: Stat::Float(-1.0), mean: Stat::Float(0.5), norm: Stat::Float(3.0) };
+    unit.record(Entry::new("Torch.exp.0.forward").input_args([summarized(Ok(summary))])).expect("record");
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!((record.counts.leaves, record.counts.tensors), (1, 0));
+}
+
+#[test]
+fn a_unit_that_needs_bytes_refuses_a_summarized_tensor() {
+    let (_dir, lake) = lake();
+    let options = WriterOptions { summary_mode: crate::SummaryMode::Md5, ..WriterOptions::default() };
+    let unit = lake.unit(Unit::new(0, "default", 0), options).expect("unit");
+    let err = unit
+        .record(Entry::new("Torch.exp.0.forward").input_args([summarized(Ok(crate::stats::Summary::NULL))]))
+        .expect_err("md5 needs the bytes");
+    assert!(err.to_string().contains("carries no bytes"), "{err}");
+    unit.abort();
+}
+
+#[test]
+fn a_failed_device_summary_fails_the_commit() {
+    let (_dir, lake) = lake();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    let failed = summarized(Err(crate::device::DeviceError("the device's reduction failed".into())));
+    unit.record(Entry::new("Torch.exp.0.forward").input_args([failed])).expect("record");
+    let err = unit.commit_blocking().expect_err("failed summary");
+    assert!(err.to_string().contains("the device's reduction failed"), "{err}");
+    assert!(units(&lake).is_empty());
+}
