@@ -171,8 +171,8 @@ impl PyLake {
         }
         let lake = self.writer_lake()?;
         let unit = probelake_writer::Unit::new(step, stage, rank);
-        let writer = lake.unit(unit.clone(), options).map_err(Error::from)?;
-        Ok(PyUnitWriter::new(writer, lake, unit))
+        let writer = lake.unit(unit.clone(), options.clone()).map_err(Error::from)?;
+        Ok(PyUnitWriter::new(writer, lake, unit, &options))
     }
 
     fn __repr__(&self) -> String {

@@ -7,9 +7,15 @@
 //! made inside the writer's `record`, once its staging budget has admitted the bytes (see
 //! `TensorSource::deferred`), so memory stays within the budget. A device tensor
 //! is staged by `probelake._device.stage`: a non-blocking copy into pinned host memory enqueued
-//! on the current stream, waited for on a writer thread.
+//! on the current stream, waited for on a writer thread. Where the unit needs no bytes (task
+//! `statistics`, summary mode `statistics`), a device tensor is not copied at all: its
+//! statistics are computed on its device by `probelake._device_stats` and only the four values
+//! reach the host, waited for on a writer thread.
 
-use probelake_writer::device::{CopyCompletion, DeviceError, DeviceTensor, PinnedBuffer};
+use std::cell::Cell;
+
+use probelake_writer::device::{CopyCompletion, DeviceError, DeviceSummary, DeviceTensor, PinnedBuffer};
+use probelake_writer::stats::{Stat, Summary};
 use probelake_writer::{DType, Tensor, TensorSource, Value};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -72,12 +78,32 @@ pub struct Converter<'a, 'py> {
     /// `probelake._device.stage`-like callable that CPU tensors go through too (tests of the
     /// device path without a device).
     pub stage_cpu: Option<&'a Bound<'py, PyAny>>,
+    /// Whether the unit needs tensors' statistics only (no bytes): device tensors are then
+    /// summarized on their device.
+    pub statistics_only: bool,
+    /// CPU tensors take the device path too (tests of it without a device).
+    pub cpu_on_device: bool,
+    /// Whether a tensor of this entry was summarized on its device (its buffer is sealed
+    /// once the entry is converted).
+    summarized: Cell<bool>,
 }
 
 impl<'a, 'py> Converter<'a, 'py> {
     /// A converter for the entry `entry`.
     pub fn new(py: Python<'py>, entry: &'a str, stage_cpu: Option<&'a Bound<'py, PyAny>>) -> Self {
-        Converter { py, entry, stage_cpu }
+        Converter { py, entry, stage_cpu, statistics_only: false, cpu_on_device: false, summarized: Cell::new(false) }
+    }
+
+    /// Enqueues the host copies of the statistics this entry's tensors left on their devices,
+    /// so that the writer's threads find them on their way; call it once the entry is converted.
+    pub fn finish(&self) -> Result<()> {
+        if self.summarized.get() {
+            self.py
+                .import("probelake._device_stats")
+                .and_then(|m| m.call_method0("seal"))
+                .map_err(|e| Error::new(Kind::Internal, format!("entry `{}`: {e}", self.entry)))?;
+        }
+        Ok(())
     }
 
     fn invalid(&self, path: &str, message: impl std::fmt::Display) -> Error {
@@ -211,7 +237,18 @@ impl<'a, 'py> Converter<'a, 'py> {
         }
         let requires_grad = t.getattr("requires_grad").map_err(err)?.is_truthy().map_err(err)?;
         let on_cpu = t.getattr("is_cpu").map_err(err)?.is_truthy().map_err(err)?;
-        let source = if on_cpu && self.stage_cpu.is_none() {
+        let on_device = !on_cpu || self.cpu_on_device;
+        if on_device && self.statistics_only && device_statistics(dtype) && shape.iter().all(|&d| d > 0) {
+            let row = self
+                .py
+                .import("probelake._device_stats")
+                .and_then(|m| m.call_method1("summarize", (t,)))
+                .map_err(err)?;
+            self.summarized.set(true);
+            let source = TensorSource::summarized(DeviceRow { row: row.unbind() });
+            return Ok(Tensor::new(dtype, shape, source).requires_grad(requires_grad));
+        }
+        let source = if on_cpu && self.stage_cpu.is_none() && !self.cpu_on_device {
             // Conjugate and negative views keep the bit in metadata, not in the bytes.
             let t = if matches!(dtype, DType::Complex64 | DType::Complex128) {
                 t.call_method0("resolve_conj").and_then(|t| t.call_method0("resolve_neg")).map_err(err)?
@@ -401,6 +438,52 @@ impl CopyCompletion for StagedCopy {
             drop(tensor);
             Ok(dst)
         })
+    }
+}
+
+/// The dtypes `probelake._device_stats` summarizes on a device.
+fn device_statistics(dtype: DType) -> bool {
+    matches!(
+        dtype,
+        DType::F32
+            | DType::F16
+            | DType::BF16
+            | DType::F64
+            | DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::I64
+            | DType::U8
+            | DType::Bool
+    )
+}
+
+/// A `probelake._device_stats.Row`: its `values()` waits for the device's copy and gives Max,
+/// Min, Mean and Norm as `.item()` would (bool, int, float or None).
+struct DeviceRow {
+    row: Py<PyAny>,
+}
+
+impl DeviceSummary for DeviceRow {
+    fn wait(self: Box<Self>) -> std::result::Result<Summary, DeviceError> {
+        Python::attach(|py| -> PyResult<Summary> {
+            let values = self.row.bind(py).call_method0("values")?;
+            let [max, min, mean, norm] = [0, 1, 2, 3].map(|i| values.get_item(i).and_then(|v| stat(&v)));
+            Ok(Summary { max: max?, min: min?, mean: mean?, norm: norm? })
+        })
+        .map_err(|e| DeviceError(e.to_string()))
+    }
+}
+
+fn stat(value: &Bound<'_, PyAny>) -> PyResult<Stat> {
+    if value.is_none() {
+        Ok(Stat::Null)
+    } else if let Ok(b) = value.cast::<PyBool>() {
+        Ok(Stat::Bool(b.is_true()))
+    } else if let Ok(i) = value.cast::<PyInt>() {
+        Ok(Stat::Int(i.extract()?))
+    } else {
+        Ok(Stat::Float(value.extract()?))
     }
 }
 

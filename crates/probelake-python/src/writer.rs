@@ -91,17 +91,22 @@ pub struct PyUnitWriter {
     pid: u32,
     writer: RwLock<Option<UnitWriter>>,
     stage_cpu: RwLock<Option<Py<PyAny>>>,
+    /// The unit needs statistics only: device tensors are summarized on their device.
+    statistics_only: bool,
+    cpu_on_device: std::sync::atomic::AtomicBool,
 }
 
 impl PyUnitWriter {
     /// Wraps a started writer.
-    pub fn new(writer: UnitWriter, lake: probelake_writer::Lake, unit: Unit) -> Self {
+    pub fn new(writer: UnitWriter, lake: probelake_writer::Lake, unit: Unit, options: &WriterOptions) -> Self {
         PyUnitWriter {
             _lake: lake,
             unit,
             pid: crate::runtime::process_id(),
             writer: RwLock::new(Some(writer)),
             stage_cpu: RwLock::new(None),
+            statistics_only: options.task == Task::Statistics && options.summary_mode == SummaryMode::Statistics,
+            cpu_on_device: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -175,7 +180,9 @@ impl PyUnitWriter {
             return Err(Error::argument("entry name must not be empty").into());
         }
         let stage_cpu = self.stage_cpu.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|s| s.bind(py).clone());
-        let conv = Converter::new(py, name, stage_cpu.as_ref());
+        let mut conv = Converter::new(py, name, stage_cpu.as_ref());
+        conv.statistics_only = self.statistics_only;
+        conv.cpu_on_device = self.cpu_on_device.load(std::sync::atomic::Ordering::Relaxed);
         let mut entry = Entry::new(name);
         if let Some(v) = input_args {
             entry = entry.input_args(section_list(&conv, v, "input_args")?);
@@ -203,6 +210,7 @@ impl PyUnitWriter {
         if has_parent {
             entry = entry.parent(parent.as_deref());
         }
+        conv.finish()?;
         let guard = self.writer.read().unwrap_or_else(|p| p.into_inner());
         let writer = guard.as_ref().ok_or_else(|| self.closed())?;
         // Waits only when the staging budget is full; the GIL is free meanwhile.
@@ -263,6 +271,12 @@ impl PyUnitWriter {
     /// Routes CPU tensors through `stage` as if they were on a device (tests of that path).
     fn _set_stage_cpu(&self, stage: Option<Py<PyAny>>) {
         *self.stage_cpu.write().unwrap_or_else(|p| p.into_inner()) = stage;
+    }
+
+    /// Test seam: CPU tensors take the device path (summarized by `probelake._device_stats`,
+    /// or staged by `probelake._device.stage`) as accelerator tensors do.
+    fn _set_device_path_always(&self, always: bool) {
+        self.cpu_on_device.store(always, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn __repr__(&self) -> String {

@@ -256,6 +256,11 @@ class Unit:
         torch.Size, torch.device, slices, lists, tuples, dicts. `output` is a list of outputs
         (a single value is one output). The statistics are those of the values now, even if
         they change right after. Returns False if the entry was dropped (`backpressure="drop"`).
+
+        A tensor on an accelerator is read without a host sync: in a unit of task `statistics`
+        and summary mode `statistics` its Max, Min, Mean and Norm are computed on its device
+        and only those four values are copied back; otherwise its bytes are copied
+        non-blocking into pinned memory. Either way the writer's threads wait for the copy.
         """
         has_parent = parent is not _NO_PARENT
         return self._writer.record(
