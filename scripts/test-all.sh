@@ -77,7 +77,7 @@ cargo test --workspace
 # package in the release profile.
 step "probelake Python package into the venv (ruff, then the native module the build made)"
 "$venv/bin/ruff" format --check crates/probelake-python/python tests/python/test_package.py \
-    tests/python/test_msprobe_route.py tests/python/msprobe_job.py
+    tests/python/test_msprobe_route.py tests/python/test_msprobe_device_path.py tests/python/msprobe_job.py
 "$venv/bin/ruff" check crates/probelake-python/python
 case "$target" in
     /*) built="$target/debug" ;;

@@ -7,16 +7,20 @@ torch runs on one CPU thread, so two runs compute the same values.
 
     python msprobe_job.py DUMP_PATH --task statistics --level L1 [--summary-mode md5]
         [--layout plain|verl] [--steps 2] [--lake URI] [--fail-stage NAME] [--kill-stage NAME]
+        [--mode fast --device-path always] [--inplace] [--count-syncs FILE]
 
 `--lake` routes the dumps into a dataset with `probelake.msprobe.enable` (left out: msprobe
 writes its own files, or `PROBELAKE_MSPROBE_LAKE` routes them). `--fail-stage` raises inside
 that stage (verl resets msprobe in a `finally`); `--kill-stage` ends the process with SIGKILL
-in the middle of that stage.
+in the middle of that stage. `--inplace` changes a hooked op's output in place right after the
+hook ran; `--count-syncs` counts, per step, the host syncs (`aten._local_scalar_dense`, what
+`.item()` runs) the training thread makes, with a `TorchDispatchMode`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -29,6 +33,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 STAGES = ("actor_compute_log_prob", "ref_compute_log_prob", "actor_update")
 
@@ -39,14 +44,19 @@ class Heads(NamedTuple):
 
 
 class Block(nn.Module):
-    def __init__(self, d: int) -> None:
+    def __init__(self, d: int, inplace: bool = False) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d)
         self.up = nn.Linear(d, 2 * d)
         self.down = nn.Linear(2 * d, d)
+        self.inplace = inplace
 
     def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         h = F.gelu(self.up(self.norm(x)))
+        if self.inplace:
+            # The hooked linear's output, changed right after its hook recorded it.
+            out = self.down(h)
+            return x + out.mul_(scale)
         return x + self.down(h) * scale
 
 
@@ -60,10 +70,12 @@ class Head(nn.Module):
 
 
 class TinyModel(nn.Module):
-    def __init__(self, d: int = 16, vocab: int = 32, layers: int = 2) -> None:
+    def __init__(
+        self, d: int = 16, vocab: int = 32, layers: int = 2, inplace: bool = False
+    ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        self.blocks = nn.ModuleList(Block(d) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, inplace) for _ in range(layers))
         self.head = Head(d, vocab)
 
     def forward(self, ids: torch.Tensor) -> Heads:
@@ -71,6 +83,20 @@ class TinyModel(nn.Module):
         for block in self.blocks:
             x = block(x, scale=0.5)
         return self.head(x)
+
+
+class SyncCounter(TorchDispatchMode):
+    """Counts the host syncs of the thread that enters it: `aten._local_scalar_dense`, which
+    `.item()`, `.tolist()` and Python's `float(t)` run (dispatch modes are per thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.syncs += 1
+        return func(*args, **(kwargs or {}))
 
 
 def config(args: argparse.Namespace, dump_path: str, folder: str) -> str:
@@ -118,6 +144,16 @@ def main() -> None:
     )
     p.add_argument("--lake")
     p.add_argument("--mode", default="exact", choices=["exact", "fast"])
+    p.add_argument("--device-path", default="auto", choices=["auto", "always"])
+    p.add_argument("--staging-bytes", type=int, default=256 << 20)
+    p.add_argument("--inplace", action="store_true")
+    p.add_argument(
+        "--count-syncs",
+        help="write each step's host syncs on the training thread to this JSON file",
+    )
+    p.add_argument(
+        "--device", default="cpu", help="where the model runs (cpu, cuda, npu)"
+    )
     p.add_argument("--fallback", default="raise", choices=["raise", "json"])
     p.add_argument(
         "--break-lake",
@@ -134,6 +170,9 @@ def main() -> None:
     )
     args = p.parse_args()
 
+    if args.device.startswith("npu"):
+        import torch_npu  # noqa: F401 - registers the NPU device with torch
+
     torch.set_num_threads(1)
     torch.manual_seed(0)
     folder = tempfile.mkdtemp()
@@ -145,12 +184,21 @@ def main() -> None:
     if args.lake:
         import probelake.msprobe
 
-        probelake.msprobe.enable(args.lake, mode=args.mode, fallback=args.fallback)
+        probelake.msprobe.enable(
+            args.lake,
+            mode=args.mode,
+            fallback=args.fallback,
+            device_path=args.device_path,
+            staging_bytes=args.staging_bytes,
+        )
     from msprobe.pytorch import PrecisionDebugger
 
     dtype = getattr(torch, args.dtype)
-    model = TinyModel(d=args.width, layers=args.layers).to(dtype)
-    ref = TinyModel(d=args.width, layers=args.layers).to(dtype)
+    device = torch.device(args.device)
+    model = TinyModel(d=args.width, layers=args.layers, inplace=args.inplace)
+    model = model.to(device=device, dtype=dtype)
+    ref = TinyModel(d=args.width, layers=args.layers, inplace=args.inplace)
+    ref = ref.to(device=device, dtype=dtype)
     ref.load_state_dict(model.state_dict())
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(1)
@@ -196,33 +244,44 @@ def main() -> None:
             raise RuntimeError(f"stage {stage} failed")
 
     times: list[tuple[float, float]] = []
+    syncs: list[int] = []
     for step in range(args.steps):
-        ids = torch.randint(0, 32, (2, args.tokens), generator=gen)
+        ids = torch.randint(0, 32, (2, args.tokens), generator=gen).to(device)
+        counter = SyncCounter() if args.count_syncs else contextlib.nullcontext()
         wall, cpu = time.perf_counter(), time.process_time()
-        if dbg is None:
-            run_stage("actor_update", ids)
-        elif args.layout == "plain":
-            dbg.start(model=model)
-            run_stage("actor_update", ids)
-            dbg.stop()
-            if step_outside:
-                opt.step()
-                opt.zero_grad()
-            dbg.step()
-        else:
-            # As verl's precision_debugger profiler drives msprobe: one debugger, a dump_path
-            # per global step and stage, reset_status() in a finally.
-            for stage in STAGES:
-                dbg.service.config.dump_path = os.path.join(
-                    args.dump_path, f"step_{step}", stage
-                )
-                dbg.start(model=model if stage != "ref_compute_log_prob" else ref)
-                try:
-                    run_stage(stage, ids)
-                finally:
-                    dbg.stop()
-                    dbg.service.reset_status()
+        with counter:
+            if dbg is None:
+                run_stage("actor_update", ids)
+                if step_outside:
+                    opt.step()
+                    opt.zero_grad()
+            elif args.layout == "plain":
+                dbg.start(model=model)
+                run_stage("actor_update", ids)
+                dbg.stop()
+                if step_outside:
+                    opt.step()
+                    opt.zero_grad()
+                dbg.step()
+            else:
+                # As verl's precision_debugger profiler drives msprobe: one debugger, a
+                # dump_path per global step and stage, reset_status() in a finally.
+                for stage in STAGES:
+                    dbg.service.config.dump_path = os.path.join(
+                        args.dump_path, f"step_{step}", stage
+                    )
+                    dbg.start(model=model if stage != "ref_compute_log_prob" else ref)
+                    try:
+                        run_stage(stage, ids)
+                    finally:
+                        dbg.stop()
+                        dbg.service.reset_status()
+        if device.type != "cpu":
+            # The step's device work is part of its time (outside the sync count).
+            torch.accelerator.synchronize()
         times.append((time.perf_counter() - wall, time.process_time() - cpu))
+        if isinstance(counter, SyncCounter):
+            syncs.append(counter.syncs)
         if args.break_lake and step == 0:
             # The store goes away mid-run, once step 0 is in: the dataset's folder becomes a file.
             import probelake.msprobe
@@ -234,6 +293,25 @@ def main() -> None:
     if args.times:
         with open(args.times, "w") as f:
             json.dump(times, f)
+    if args.count_syncs:
+        import probelake.msprobe
+
+        route = probelake.msprobe.enabled() if args.lake else None
+        probelake.msprobe.flush()
+        staging = route.fast.device.staging if route and route.fast else None
+        report = {
+            "syncs": syncs,
+            "counts": route.counts if route else None,
+            "staging": None
+            if staging is None
+            else {
+                "budget": staging.budget,
+                "peak": staging.peak,
+                "waits": staging.waits,
+            },
+        }
+        with open(args.count_syncs, "w") as f:
+            json.dump(report, f)
 
 
 if __name__ == "__main__":

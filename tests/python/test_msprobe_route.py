@@ -405,7 +405,8 @@ def test_enable_then_disable_in_process(tmp_path: Path) -> None:
         assert data_collector.DataWriter is not json_writer.DataWriter
         assert probelake.msprobe.enabled() is route
         assert repr(route).endswith(
-            "fast', fallback='raise': 0 unit(s) committed, 0 dropped)"
+            "fast', fallback='raise', device_path='auto', counts: device=0, host=0, "
+            "msprobe=0: 0 unit(s) committed, 0 dropped)"
         )
         # The dataset exists from the start: a job finds out before training that it is writable.
         assert (tmp_path / "lake" / "_probelake" / "manifest.json").is_file()

@@ -24,8 +24,14 @@ Environment variables, read when msprobe is imported:
 
 - `PROBELAKE_MSPROBE_LAKE`: the dataset (a path, `file://` or `s3://`; S3 from `AWS_*`);
 - `PROBELAKE_MSPROBE_MODE`: `exact` (the default: msprobe computes every value) or `fast`
-  (probelake computes Max, Min, Mean and Norm of CPU tensors, once per tensor version; Max
-  and Min exactly, Mean and Norm within the bounds docs/msprobe-integration.md gives);
+  (probelake computes Max, Min, Mean and Norm, md5 and the `.pt` files: of accelerator
+  tensors on their own device with no host sync on the training thread, of CPU tensors in
+  Rust; once per tensor version; Max and Min exactly, Mean and Norm within the bounds
+  docs/msprobe-integration.md gives);
+- `PROBELAKE_MSPROBE_DEVICE_PATH`: `auto` (the default) or `always` (CPU tensors take the
+  device path too: the same torch ops and buffers, for testing it without an accelerator);
+- `PROBELAKE_MSPROBE_STAGING_BYTES`: the pinned host memory that md5 and task `tensor` copies
+  may hold at once in `fast` mode (default 256 MiB); the training thread waits beyond it;
 - `PROBELAKE_MSPROBE_FALLBACK`: `raise` (the default: a dataset that cannot be written stops
   the job with the reason) or `json` (msprobe writes its own files, with an error logged).
 """
@@ -43,11 +49,14 @@ from typing import Any, Literal
 from .._errors import ArgumentError, ProbelakeError
 from . import _capture, _fast
 from ._capture import Fallback, Route
+from ._fast import DevicePathChoice
 
 __all__ = [
     "SUPPORTED_MSPROBE",
     "IntegrationError",
+    "DevicePathChoice",
     "Mode",
+    "Route",
     "disable",
     "enable",
     "enabled",
@@ -64,10 +73,17 @@ SUPPORTED_MSPROBE: tuple[str, ...] = ("26.2.0",)
 ENV_LAKE = "PROBELAKE_MSPROBE_LAKE"
 ENV_MODE = "PROBELAKE_MSPROBE_MODE"
 ENV_FALLBACK = "PROBELAKE_MSPROBE_FALLBACK"
+ENV_DEVICE_PATH = "PROBELAKE_MSPROBE_DEVICE_PATH"
+ENV_STAGING = "PROBELAKE_MSPROBE_STAGING_BYTES"
+
+#: Pinned staging memory for md5 and task `tensor` copies in `fast` mode, by default.
+DEFAULT_STAGING_BYTES = 256 << 20
 
 _COLLECTOR = "msprobe.core.dump.data_dump.data_collector"
 _PROCESSOR = "msprobe.core.dump.data_dump.data_processor.pytorch_processor"
 _SERVICE = "msprobe.core.dump.service"
+# Its `BaseHookManager.inner_switch` keeps msprobe's hooks out of probelake's own threads.
+_HOOK_MANAGER = "msprobe.core.dump.hook_manager"
 # What the routing relies on in msprobe's writer; a release without one of them is refused.
 _WRITER_API = (
     "initialize_json_file",
@@ -96,7 +112,8 @@ _saved: list[tuple[Any, str, Any]] = []
 
 
 def enabled() -> Route | None:
-    """The active routing (dataset, fallback, units committed so far), or None."""
+    """The active routing (dataset, fallback, units committed so far and, in `fast` mode,
+    `counts` of the tensors each path computed), or None."""
     return _route
 
 
@@ -105,6 +122,8 @@ def enable(
     mode: Mode = "exact",
     storage_options: Mapping[str, Any] | None = None,
     fallback: Fallback = "raise",
+    device_path: DevicePathChoice = "auto",
+    staging_bytes: int = DEFAULT_STAGING_BYTES,
 ) -> Route:
     """Routes msprobe's dumps in this process into the dataset at `uri` (created if new).
 
@@ -113,12 +132,28 @@ def enable(
     dataset takes writes; raises `IntegrationError` or `DatasetError` otherwise. `fallback`
     says what a failed commit later does: `"raise"` (the training step fails with the reason)
     or `"json"` (the dump is written as msprobe's own files, and the error logged).
+
+    In `fast` mode, accelerator tensors are summarized on their device (`device_path="always"`
+    sends CPU tensors that way too, to test it without an accelerator), and md5 and task
+    `tensor` copies hold at most `staging_bytes` of pinned memory at once. The returned
+    `Route`'s `counts` says how many tensors each path computed.
+
+    >>> route = probelake.msprobe.enable("/data/run-7", mode="fast")  # doctest: +SKIP
+    >>> route.counts  # after some steps  # doctest: +SKIP
+    {'device': 5120, 'host': 0, 'msprobe': 0}
     """
     global _route
     if mode not in ("exact", "fast"):
         raise ArgumentError(f"mode {mode!r}: use 'exact' (msprobe computes every value) or 'fast'")
     if fallback not in ("raise", "json"):
         raise ArgumentError(f"fallback {fallback!r}: use 'raise' or 'json'")
+    if device_path not in ("auto", "always"):
+        raise ArgumentError(
+            f"device_path {device_path!r}: use 'auto' (accelerator tensors on their device) or 'always' "
+            "(CPU tensors too, for testing)"
+        )
+    if isinstance(staging_bytes, bool) or not isinstance(staging_bytes, int) or staging_bytes <= 0:
+        raise ArgumentError(f"staging_bytes {staging_bytes!r}: expected a positive number of bytes")
     modules = _msprobe_modules()
     uri = os.fspath(uri)
     options = dict(storage_options) if storage_options is not None else None
@@ -126,18 +161,18 @@ def enable(
 
     _internal.check_dataset(uri, storage_options=options)
     disable()
-    route = Route(uri=uri, storage_options=options, fallback=fallback, mode=mode)
+    route = Route(uri=uri, storage_options=options, fallback=fallback, mode=mode, device_path=device_path)
     collector, processor, service, const = modules
     writer_class = _capture.make_writer_class(collector.DataWriter, route, const)
     _patch(collector, "DataWriter", writer_class)
     _patch(processor, "save_pt", _capture.capture_save_pt(processor.save_pt))
     if mode == "fast":
         data_processor = processor.PytorchDataProcessor
-        stats = _fast.Statistics(const)
-        get_stat_info = _fast.make_get_stat_info(data_processor.get_stat_info, processor.TensorStatInfo, stats)
+        fast = _fast.FastPath(const, device_path, staging_bytes)
+        get_stat_info = _fast.make_get_stat_info(data_processor.get_stat_info, processor.TensorStatInfo, fast)
         _patch(data_processor, "get_stat_info", get_stat_info)
-        _patch(data_processor, "_analyze_tensor", _fast.make_analyze_tensor(data_processor._analyze_tensor, stats))
-        route.forget = stats.forget
+        _patch(data_processor, "_analyze_tensor", _fast.make_analyze_tensor(data_processor._analyze_tensor, fast))
+        route.fast = fast
     if hasattr(processor, "save_npy"):
         _patch(processor, "save_npy", _capture.capture_save_npy(processor.save_npy))
     # msprobe creates dump_path/step{N}/rank{R}/ before writing into it; nothing is written there.
@@ -196,6 +231,7 @@ def _msprobe_modules() -> tuple[Any, Any, Any, Any]:
         collector = importlib.import_module(_COLLECTOR)
         processor = importlib.import_module(_PROCESSOR)
         service = importlib.import_module(_SERVICE)
+        hook_manager = importlib.import_module(_HOOK_MANAGER)
         from msprobe.core.common.const import Const
     except ImportError as e:
         raise IntegrationError(f"mindstudio-probe {version} could not be imported: {e}") from e
@@ -207,6 +243,7 @@ def _msprobe_modules() -> tuple[Any, Any, Any, Any]:
         (processor, "TensorStatInfo"),
         (processor, "PytorchDataProcessor"),
         (service, "create_directory"),
+        (hook_manager, "BaseHookManager"),
     )
     for module, attr in needed:
         if not hasattr(module, attr):
@@ -226,8 +263,14 @@ def _enable_from_environment() -> None:
         return
     mode = os.environ.get(ENV_MODE, "exact")
     fallback = os.environ.get(ENV_FALLBACK, "raise")
+    device_path = os.environ.get(ENV_DEVICE_PATH, "auto")
+    staging = os.environ.get(ENV_STAGING, str(DEFAULT_STAGING_BYTES))
     try:
-        enable(uri, mode=mode, fallback=fallback)  # type: ignore[arg-type]
+        try:
+            staging_bytes = int(staging)
+        except ValueError:
+            raise ArgumentError(f"{ENV_STAGING}={staging!r}: expected a number of bytes") from None
+        enable(uri, mode=mode, fallback=fallback, device_path=device_path, staging_bytes=staging_bytes)  # type: ignore[arg-type]
     except ProbelakeError as e:
         if fallback == "json":
             print(f"probelake: {e}; msprobe writes its own files", file=sys.stderr)

@@ -19,11 +19,15 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import _internal
 from .._errors import MsprobeError
+
+if TYPE_CHECKING:
+    from ._fast import FastPath
 
 log = logging.getLogger("probelake.msprobe")
 
@@ -33,23 +37,37 @@ Fallback = Literal["raise", "json"]
 @dataclass(repr=False)
 class Route:
     """Where msprobe's dumps go, what happens when a commit fails, and what was committed
-    (`committed`: step, stage, rank, entries, tensors per unit) or left out (`dropped`)."""
+    (`committed`: step, stage, rank, entries, tensors per unit) or left out (`dropped`).
+    In `fast` mode, `counts` says how many tensors' values each path computed: `device`
+    (on the tensor's own device, no host sync), `host` (CPU tensors, in Rust) and `msprobe`
+    (left to msprobe's own code)."""
 
     uri: str
     storage_options: dict[str, Any] | None = None
     fallback: Fallback = "raise"
     mode: str = "exact"
+    device_path: str = "auto"
     # Units committed by this process, in order: (step, stage, rank, entries, tensors).
     committed: list[tuple[int, str, int, int, int]] = field(default_factory=list)
     # Units left out because an exception was propagating when msprobe reset its writer.
     dropped: list[str] = field(default_factory=list)
-    # Called at every commit: `fast` mode forgets the step's tensors.
-    forget: Callable[[], None] = lambda: None
+    # `fast` mode's paths (None in `exact` mode).
+    fast: FastPath | None = None
     committer: Committer = field(default_factory=lambda: Committer())
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """Tensors whose values each path computed: {"device": n, "host": n, "msprobe": n}
+        (all zero in `exact` mode, where msprobe computes every value)."""
+        if self.fast is None:
+            return {"device": 0, "host": 0, "msprobe": 0}
+        return dict(self.fast.counts)
+
     def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in self.counts.items())
+        paths = f", device_path={self.device_path!r}, counts: {counts}" if self.mode == "fast" else ""
         return (
-            f"Route({self.uri!r}, mode={self.mode!r}, fallback={self.fallback!r}: "
+            f"Route({self.uri!r}, mode={self.mode!r}, fallback={self.fallback!r}{paths}: "
             f"{len(self.committed)} unit(s) committed, {len(self.dropped)} dropped)"
         )
 
@@ -110,7 +128,8 @@ def make_writer_class(base: type, route: Route, const: Any) -> type:
         def __init__(self) -> None:
             super().__init__()
             self.probelake_route = route
-            self.probelake_tensors: dict[str, bytes] = {}
+            # `.pt` bytes by file name; futures of them where staging threads serialize them.
+            self.probelake_tensors: dict[str, bytes | Future[bytes]] = {}
             with _lock:
                 _writers.add(self)
 
@@ -124,6 +143,13 @@ def make_writer_class(base: type, route: Route, const: Any) -> type:
             if not self.cache_data:
                 kwargs.update({"dump_data_dir": self.dump_tensor_data_dir, const.DATA: {}})
                 self.cache_data = kwargs
+
+        def write_json(self) -> None:
+            # In `fast` mode the placeholders resolve at the commit, behind the training
+            # thread (device statistics are not on the host before then); a flush writes
+            # nothing either way.
+            if route.fast is None:
+                super().write_json()
 
         # A flush resolves msprobe's placeholders (base `write_json`) and writes nothing.
         def write_data_json(self, file_path: str) -> None:
@@ -174,7 +200,11 @@ def _has_data(writer: Any) -> bool:
 def commit(writer: Any, route: Route, at_exit: bool = False) -> None:
     """Commits what `writer` holds as the unit of its dump path, unless an exception is on its
     way through the caller (verl resets msprobe in a `finally`): that stage is not committed."""
-    route.forget()
+    placeholders: Placeholders | None = None
+    if route.fast is not None:
+        route.fast.seal()
+        route.fast.forget()
+        placeholders = _take_placeholders(writer)
     if not _has_data(writer):
         return
     if not at_exit and sys.exc_info()[1] is not None:
@@ -186,7 +216,8 @@ def commit(writer: Any, route: Route, at_exit: bool = False) -> None:
             type(sys.exc_info()[1]).__name__,
         )
         return
-    writer.write_json()  # resolves the statistics and CRC placeholders, writes nothing
+    if placeholders is None:
+        writer.write_json()  # resolves the statistics and CRC placeholders, writes nothing
     debug = bool(writer.cache_debug)
     path = writer.debug_file_path if debug else writer.dump_file_path
     document = writer.cache_debug if debug else writer.cache_data
@@ -195,19 +226,30 @@ def commit(writer: Any, route: Route, at_exit: bool = False) -> None:
     if writer._is_extra_info_enabled() and not debug:
         stack = {i: [names, frames] for i, (frames, names) in enumerate(writer.cache_stack.items())}
         construct = writer.cache_construct
-    tensors = list(writer.probelake_tensors.items())
+    captured = list(writer.probelake_tensors.items())
     tensor_dir = writer.dump_tensor_data_dir
 
     def serialized(indent: int | None) -> list[bytes | None]:
         return [_json(v, indent) if v is not None else None for v in (document, stack, construct)]
 
     # One-line JSON is what Python's C encoder writes (json.dump with an indent runs the
-    # pure-Python one); probelake stores it as msprobe's indent=1 files. Serialized here, on
-    # the training thread: msprobe gives its writer new caches after the reset, so the
-    # indented fallbacks below read documents it no longer changes.
-    one_line = serialized(None)
+    # pure-Python one); probelake stores it as msprobe's indent=1 files. msprobe gives its
+    # writer new caches after the reset, so the documents read behind the training thread are
+    # ones it no longer changes. In `exact` mode they are serialized here, on the training
+    # thread, as msprobe's flush would have resolved them; in `fast` mode the placeholders are
+    # resolved (waiting for the device) and the documents serialized on the commit thread.
+    one_line = serialized(None) if placeholders is None else None
 
     def store() -> None:
+        nonlocal one_line
+        if placeholders is not None:
+            from ._device_path import msprobe_hooks_off
+
+            with msprobe_hooks_off():
+                _resolve(writer, document, placeholders)
+        tensors = [(name, body.result() if isinstance(body, Future) else body) for name, body in captured]
+        if one_line is None:
+            one_line = serialized(None)
         try:
             try:
                 result = _commit(route, path, one_line, tensors, relayout=1)
@@ -223,6 +265,45 @@ def commit(writer: Any, route: Route, at_exit: bool = False) -> None:
         route.committed.append(result)
 
     route.committer.submit(store)
+
+
+# msprobe's statistics vectors and CRC futures of one dump, taken from its writer at the commit.
+Placeholders = tuple[list[list[Any]], list[Any]]
+
+
+def _take_placeholders(writer: Any) -> Placeholders:
+    """The dump's placeholder values, in the order their indices count; the writer starts the
+    next dump with empty lists (msprobe's flush would have emptied them)."""
+    for callback in getattr(writer, "_pre_flush_callbacks", ()):
+        callback()
+    stats, writer.stat_stack_list = writer.stat_stack_list, []
+    crcs, writer.crc32_stack_list = writer.crc32_stack_list, []
+    return stats, crcs
+
+
+def _resolve(writer: Any, document: Any, placeholders: Placeholders) -> None:
+    """What msprobe's `write_json` does to the placeholders before it writes, on the commit
+    thread: the values (waiting for the device's copies), then the records rewritten by
+    msprobe's own methods, so keys and values are laid out as msprobe lays them out."""
+    stats, crcs = placeholders
+    if stats:
+        writer._replace_stat_placeholders(document, [[_stat_value(x, i) for i, x in enumerate(v)] for v in stats])
+    if crcs:
+        writer._replace_crc32_placeholders(document, [f.result() for f in crcs])
+
+
+def _stat_value(x: Any, position: int) -> Any:
+    # As msprobe's `flush_stat_stack` resolves one value.
+    if isinstance(x, Future):
+        try:
+            x = x.result()
+        except Exception as e:  # noqa: BLE001 - msprobe logs and writes null
+            log.warning("probelake: an asynchronous tensor statistic failed: %s", e)
+            return None
+    x = x.item() if hasattr(x, "item") else x
+    if position == 4 and isinstance(x, int):
+        return f"0x{(x & ((1 << 64) - 1)):016x}"
+    return x
 
 
 def _commit(
@@ -272,10 +353,29 @@ def _write_files(
 
 
 def capture_save_pt(original: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
-    """msprobe's `save_pt(tensor, path)`: `torch.save` into memory, kept for the commit."""
+    """msprobe's `save_pt(tensor, path)`: `torch.save` into memory, kept for the commit. In
+    `fast` mode a tensor on the device path is copied non-blocking into pinned staging memory
+    and serialized on a staging thread (`_device_path.DevicePath.payload`), as `torch.save`
+    would have written it from the device."""
     import torch
 
-    return _into_memory(original, lambda buffer, tensor: torch.save(tensor, buffer))
+    plain = _into_memory(original, lambda buffer, tensor: torch.save(tensor, buffer))
+
+    def save_pt(tensor: Any, filepath: str) -> None:
+        writer = writer_for(filepath)
+        fast = writer.probelake_route.fast if writer is not None else None
+        if (
+            fast is not None
+            and isinstance(tensor, torch.Tensor)
+            and (not tensor.is_cpu or fast.device_path == "always")
+        ):
+            payload = fast.device.payload(tensor)
+            if payload is not None:
+                writer.probelake_tensors[os.path.basename(filepath)] = payload
+                return
+        plain(tensor, filepath)
+
+    return save_pt
 
 
 def capture_save_npy(original: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
