@@ -10,9 +10,9 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use probelake::compare::{compare_unit, CompareOptions};
 use probelake::format::Lake;
 use probelake::msprobe::{import, ImportOptions, NoProgress};
-use probelake::query::compare::{compare_unit, CompareOptions};
 use probelake::synth::{write_run, SynthLayout, SynthSpec};
 
 /// (label, layers): about 1 MB and 10.7 MB of dump.json per side (the second is the size

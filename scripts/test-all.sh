@@ -34,7 +34,8 @@ refuse() { # CRATE PATTERN WHY
     fi
 }
 refuse probelake-format '^probelake-(msprobe|synth) ' "the dataset kernel must not know msprobe's files"
-refuse probelake-query '^probelake-synth ' "queries must not build on the synthesizer"
+refuse probelake-query '^probelake-(synth|compare) ' "queries must not build on the synthesizer or on compare"
+refuse probelake-compare '^probelake-synth ' "compare must not build on the synthesizer"
 refuse probelake-writer '^probelake-(synth|query) ' "the writer must not build on the synthesizer or DataFusion"
 
 step "cargo clippy --all-targets -- -D warnings"

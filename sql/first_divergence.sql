@@ -1,1 +1,1 @@
-../crates/probelake-query/sql/first_divergence.sql
+../crates/probelake-compare/sql/first_divergence.sql

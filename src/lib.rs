@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub use probelake_cli as cli;
+pub use probelake_compare as compare;
 pub use probelake_format as format;
 pub use probelake_msprobe as msprobe;
 pub use probelake_plot as plot;

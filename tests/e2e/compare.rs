@@ -1,11 +1,11 @@
-//! `probelake_query::compare` against what `msprobe compare` (mindstudio-probe 26.2) wrote for
+//! `probelake_compare` against what `msprobe compare` (mindstudio-probe 26.2) wrote for
 //! pairs of the real runs in `../shared/fixtures` (`compare-ref/`): every cell must match.
 
 use std::path::{Path, PathBuf};
 
+use probelake_compare::{compare_sql, compare_unit, CompareOptions, UnitComparison};
 use probelake_format::{CommitRecord, Lake};
 use probelake_msprobe::{import, NoProgress};
-use probelake_query::compare::{compare_sql, compare_unit, CompareOptions, UnitComparison};
 use probelake_query::datafusion::arrow::array::AsArray;
 use probelake_query::{Run, RunSession};
 
@@ -212,7 +212,7 @@ fn msprobe_difference(result: &UnitComparison, folder: &str, file: &str, text: &
     }
     let mut bytes = Vec::new();
     result.write_csv(&mut bytes).expect("write csv");
-    (result.mode != probelake_query::compare::CompareMode::Tensor && bytes != text.as_bytes())
+    (result.mode != probelake_compare::CompareMode::Tensor && bytes != text.as_bytes())
         .then(|| format!("{folder}/{file}: same cells, but the CSV text differs (quoting?)"))
 }
 
@@ -220,9 +220,9 @@ fn msprobe_difference(result: &UnitComparison, folder: &str, file: &str, text: &
 /// read into memory and joined there (`RunPair::open_in_place`, `Comparison::of_runs`).
 #[tokio::test(flavor = "multi_thread")]
 async fn compare_in_memory_matches_msprobe_csv() {
-    use probelake_query::compare::inputs::{RunPair, RunSource};
-    use probelake_query::compare::pairing::UnitChoice;
-    use probelake_query::compare::Comparison;
+    use probelake_compare::runs::pairing::UnitChoice;
+    use probelake_compare::runs::{RunPair, RunSource};
+    use probelake_compare::Comparison;
 
     let Some(root) = crate::fixtures::root() else { return };
     let (refs, runs) = (root.join("compare-ref"), root.join("runs"));
@@ -257,9 +257,9 @@ async fn compare_in_memory_matches_msprobe_csv() {
 /// gives from the imported datasets, byte for byte.
 #[tokio::test(flavor = "multi_thread")]
 async fn in_memory_and_dataset_comparisons_agree() {
-    use probelake_query::compare::inputs::RunPair;
-    use probelake_query::compare::pairing::UnitChoice;
-    use probelake_query::compare::Comparison;
+    use probelake_compare::runs::pairing::UnitChoice;
+    use probelake_compare::runs::RunPair;
+    use probelake_compare::Comparison;
     use probelake_synth::{write_run, SynthLevel, SynthSpec, SynthTask as Task};
 
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -398,7 +398,7 @@ async fn integer_statistics_print_as_pandas_types_their_column() {
 /// files of the pairs after it; every pair's table must be the one its own plans give.
 #[tokio::test(flavor = "multi_thread")]
 async fn reused_plans_give_each_unit_pair_its_own_rows() {
-    use probelake_query::compare::Comparison;
+    use probelake_compare::Comparison;
     use probelake_synth::{write_run, SynthSpec};
 
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -435,7 +435,7 @@ async fn reused_plans_give_each_unit_pair_its_own_rows() {
 /// file must be the one the whole table gives, whatever the chunks.
 #[tokio::test(flavor = "multi_thread")]
 async fn streamed_csv_is_the_whole_tables_csv() {
-    use probelake_query::compare::{CompareError, Comparison};
+    use probelake_compare::{CompareError, Comparison};
     use probelake_synth::{write_run, SynthSpec};
 
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
+use probelake_compare::divergence::first_divergence_sql;
 use probelake_format::Lake;
 use probelake_query::datafusion::arrow::util::pretty::pretty_format_batches;
-use probelake_query::divergence::first_divergence_sql;
 use probelake_query::{Run, RunSession};
 
 use crate::cli;

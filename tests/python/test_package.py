@@ -20,7 +20,7 @@ probelake = pytest.importorskip(
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
-from conftest import fixture_runs, probelake as cli  # noqa: E402
+from conftest import binary, fixture_runs, probelake as cli  # noqa: E402
 
 RUNS = fixture_runs()
 
@@ -151,6 +151,29 @@ def test_errors_carry_the_cli_message(demo_lake, tmp_path):
         probelake.open("s3://bucket/x", storage_options={"nope": 1})
 
 
+def test_a_credential_in_an_error_is_shown_as_stars_by_the_cli_and_python(tmp_path):
+    # The same case for both faces: a path that holds the secret the process knows.
+    secret = "pl-test-secret-9f3c1e"
+    missing = tmp_path / secret / "lake"
+    env = {**os.environ, "AWS_SECRET_ACCESS_KEY": secret}
+    cli = subprocess.run(
+        [binary(), "info", str(missing)], capture_output=True, text=True, env=env
+    )
+    assert cli.returncode == 2
+    assert secret not in cli.stderr and "***" in cli.stderr, cli.stderr
+    before = os.environ.get("AWS_SECRET_ACCESS_KEY")
+    os.environ["AWS_SECRET_ACCESS_KEY"] = secret
+    try:
+        with pytest.raises(probelake.DatasetError) as raised:
+            probelake.open(missing).units()
+    finally:
+        if before is None:
+            del os.environ["AWS_SECRET_ACCESS_KEY"]
+        else:
+            os.environ["AWS_SECRET_ACCESS_KEY"] = before
+    assert secret not in str(raised.value) and "***" in str(raised.value)
+
+
 def _files(folder):
     """The files under `folder`, by path with the timestamp taken out of their names."""
     return {
@@ -228,8 +251,12 @@ def test_compare_and_divergence_choices_and_errors(demo_lake, tmp_path):
     assert notes == [
         "two step folders: their dump folders paired by position (rank0 with rank0)"
     ]
-    with pytest.raises(probelake.ArgumentError, match="--golden-step"):
+    # Pairing errors name Python's keyword arguments, not the command line's flags.
+    with pytest.raises(probelake.ArgumentError, match="golden_step") as refused:
         probelake.compare(lake, lake, target_step=2)
+    assert "--" not in str(refused.value)
+    with pytest.raises(probelake.ArgumentError, match="target_step=2, golden_step=1"):
+        probelake.divergence(lake, lake, target_step=2, golden_step=7)
     with pytest.raises(probelake.ArgumentError, match="format"):
         probelake.compare(lake, lake, format="html")  # type: ignore[arg-type]
     with pytest.raises(probelake.ArgumentError, match="no such file or folder"):

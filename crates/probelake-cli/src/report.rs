@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use probelake_format::storage::{redact, StoreFailure};
 use probelake_format::FormatError;
 use probelake_msprobe::MsprobeError;
-use probelake_query::datafusion::sql::sqlparser::parser::ParserError;
+use probelake_query::render::{chain_text, clip, for_people, render};
 
 /// Prints `err` to stderr and returns exit code 2 (0 for a closed pipe).
 pub fn error(err: &anyhow::Error) -> ExitCode {
@@ -15,79 +15,14 @@ pub fn error(err: &anyhow::Error) -> ExitCode {
         }
     }
     if let Some(line) = storage_failure(err) {
-        eprintln!("probelake: {}", printable(&redact(&clip(&line))));
+        eprintln!("probelake: {}", for_people(&clip(&line)));
         return ExitCode::from(2);
     }
-    eprintln!("probelake: {}", printable(&redact(&chain_text(err))));
+    eprintln!("probelake: {}", render(err.as_ref()));
     if let Some(hint) = hint(err) {
         eprintln!("hint: {hint}");
     }
     ExitCode::from(2)
-}
-
-/// The error chain joined by `: `, leaving out causes whose text the message before already
-/// holds (DataFusion and transparent wrappers repeat their source in their own message).
-fn chain_text(err: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if parts.last().is_some_and(|prev| prev.contains(text.as_str())) {
-            continue;
-        }
-        // DataFusion prints a parser error as `SQL error: ParserError("…")`, the Debug form of
-        // its source, which comes next in the chain and says the same in plain words.
-        if cause.is::<ParserError>() && parts.last().is_some_and(|prev| prev.starts_with("SQL error: ")) {
-            parts.pop();
-        }
-        parts.push(text);
-    }
-    parts.iter().map(|p| clip(p)).collect::<Vec<_>>().join(": ")
-}
-
-/// Longest part of an error message printed whole. Messages quote input (entry names, paths),
-/// and a hostile input's 100 MB name must not become a 100 MB error.
-const MAX_PART: usize = 2000;
-
-/// `text`, or its head and tail with the middle cut out when longer than [`MAX_PART`]: the head
-/// names the file, the tail says what is wrong and where.
-fn clip(text: &str) -> String {
-    if text.len() <= MAX_PART {
-        return text.to_string();
-    }
-    let head = floor_char_boundary(text, MAX_PART * 2 / 3);
-    let tail = ceil_char_boundary(text, text.len() - MAX_PART / 3);
-    format!("{} […{} bytes cut…] {}", &text[..head], tail - head, &text[tail..])
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
-    while i < s.len() && !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
-}
-
-/// `text` with control characters (but newlines and tabs) written as `\u{…}`, so that input
-/// quoted in a message cannot send escape sequences to the terminal.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// One line for a storage request that failed in a way we can explain: the object or dataset
@@ -95,7 +30,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 /// user needs none of it.
 fn storage_failure(err: &anyhow::Error) -> Option<String> {
     let store_error = err.chain().find(|e| e.is::<object_store::Error>())?;
-    tracing::debug!("storage error in full: {}", redact(&chain_text(err)));
+    tracing::debug!("storage error in full: {}", redact(&chain_text(err.as_ref())));
     let advice = StoreFailure::of(store_error).advice()?;
     let location = match format_error(err) {
         Some(FormatError::Store { location, .. }) => location.clone(),
@@ -163,32 +98,4 @@ fn corrupt_hint(location: &str, message: &str) -> Option<&'static str> {
     } else {
         "import the unit again (`probelake import SRC DST` replaces it whole); other units are untouched"
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_messages_keep_head_and_tail() {
-        let text = format!("file.json: {} must be a number (byte 7)", "é".repeat(100_000));
-        let clipped = clip(&text);
-        assert!(clipped.len() < MAX_PART + 100, "{}", clipped.len());
-        assert!(clipped.starts_with("file.json: ") && clipped.ends_with("must be a number (byte 7)"));
-        assert_eq!(clip("short"), "short");
-    }
-
-    #[test]
-    fn a_sql_syntax_error_is_said_once() {
-        let parser = ParserError::ParserError("Expected: an expression, found: EOF".into());
-        let err = probelake_query::datafusion::error::DataFusionError::SQL(Box::new(parser), None);
-        let text = chain_text(&anyhow::Error::new(probelake_query::QueryError::from(err)).context("in -c"));
-        assert_eq!(text, "in -c: sql parser error: Expected: an expression, found: EOF");
-    }
-
-    #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(printable("a\u{1b}[2Jb\nc"), "a\\u{1b}[2Jb\nc");
-        assert_eq!(printable("plain é"), "plain é");
-    }
 }

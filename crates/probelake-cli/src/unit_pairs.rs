@@ -1,10 +1,7 @@
 //! The flags of `compare` and `divergence` that choose which units are compared with which
-//! (`probelake_query::compare::pairing` pairs them).
+//! (`probelake_compare::runs::pairing` pairs them).
 
-use probelake_query::compare::inputs::{pairing_notes, RunPair};
-use probelake_query::compare::pairing::{Pairing, PairingError, Pick, UnitChoice};
-
-use crate::cmd::Context;
+use probelake_compare::runs::pairing::{PairingError, Pick, UnitChoice, Words};
 
 /// The pairing rules, for `--help`.
 pub const PAIRING_HELP: &str = "\
@@ -61,16 +58,7 @@ impl UnitArgs {
             step: Pick::from_flags("step", self.step, self.target_step, self.golden_step)?,
             stage: Pick::from_flags("stage", self.stage.clone(), self.target_stage.clone(), self.golden_stage.clone())?,
             rank: Pick::from_flags("rank", self.rank, self.target_rank, self.golden_rank)?,
+            words: Words::Flags,
         })
     }
-}
-
-/// The units of `runs` to compare under `choice`, with notes on what was paired how and left
-/// out on stderr, or an error naming both sides' units and the flags that pair them.
-pub fn pair<'a>(ctx: &Context, runs: &'a RunPair, choice: &UnitChoice) -> anyhow::Result<Pairing<'a>> {
-    let pairing = runs.pair(choice)?;
-    for note in pairing_notes(&pairing) {
-        ctx.note(&note);
-    }
-    Ok(pairing)
 }

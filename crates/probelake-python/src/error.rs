@@ -73,7 +73,7 @@ impl Error {
 
     /// `err` and its causes, as the CLI prints them.
     pub fn chain(kind: Kind, err: &(dyn std::error::Error + 'static)) -> Self {
-        Error::new(kind, chain_text(err))
+        Error::new(kind, probelake_query::render::chain_text(err))
     }
 
     /// The same message with `context` in front, as the CLI's `anyhow` context reads.
@@ -81,24 +81,6 @@ impl Error {
         self.message = format!("{context}: {}", self.message);
         self
     }
-}
-
-/// The error and its causes joined by `: `, leaving out a cause whose text the message before
-/// already holds (DataFusion and transparent wrappers repeat their source), as the CLI does.
-pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !parts.last().is_some_and(|prev| prev.contains(text.as_str())) {
-            if parts.last().is_some_and(|prev| text.contains(prev.as_str())) {
-                parts.pop();
-            }
-            parts.push(text);
-        }
-        next = cause.source();
-    }
-    parts.join(": ")
 }
 
 impl From<probelake_format::FormatError> for Error {
@@ -134,20 +116,20 @@ impl From<probelake_query::QueryError> for Error {
     }
 }
 
-impl From<probelake_query::compare::CompareError> for Error {
-    fn from(e: probelake_query::compare::CompareError) -> Self {
+impl From<probelake_compare::CompareError> for Error {
+    fn from(e: probelake_compare::CompareError) -> Self {
         // msprobe files read in place are the input's fault, as when they are imported.
         let kind = match &e {
-            probelake_query::compare::CompareError::Read(source) => Error::from_msprobe_kind(source),
+            probelake_compare::CompareError::Read(source) => Error::from_msprobe_kind(source),
             _ => Kind::Compare,
         };
         Error::chain(kind, &e)
     }
 }
 
-impl From<probelake_query::compare::inputs::InputError> for Error {
-    fn from(e: probelake_query::compare::inputs::InputError) -> Self {
-        use probelake_query::compare::inputs::InputError as I;
+impl From<probelake_compare::runs::InputError> for Error {
+    fn from(e: probelake_compare::runs::InputError) -> Self {
+        use probelake_compare::runs::InputError as I;
         let kind = match &e {
             I::Missing { .. } | I::Pairing(_) => Kind::Argument,
             I::Import { source, .. } | I::Read { source, .. } => Error::from_msprobe_kind(source.as_ref()),
@@ -158,14 +140,35 @@ impl From<probelake_query::compare::inputs::InputError> for Error {
     }
 }
 
-impl From<probelake_query::compare::pairing::PairingError> for Error {
-    fn from(e: probelake_query::compare::pairing::PairingError) -> Self {
+impl From<probelake_compare::runs::pairing::PairingError> for Error {
+    fn from(e: probelake_compare::runs::pairing::PairingError) -> Self {
         Error::chain(Kind::Argument, &e)
     }
 }
 
-impl From<probelake_query::compare::results::ResultError> for Error {
-    fn from(e: probelake_query::compare::results::ResultError) -> Self {
+impl From<probelake_compare::JobError> for Error {
+    fn from(e: probelake_compare::JobError) -> Self {
+        use probelake_compare::JobError as J;
+        match e {
+            J::Input(e) => e.into(),
+            J::Pairing(e) => e.into(),
+            J::Argument(message) => Error::argument(message),
+            J::Compare { ref source, .. } => {
+                // msprobe files read in place are the input's fault, as when they are imported.
+                let kind = match source.as_ref() {
+                    probelake_compare::CompareError::Read(source) => Error::from_msprobe_kind(source),
+                    _ => Kind::Compare,
+                };
+                Error::chain(kind, &e)
+            }
+            J::Damaged { .. } => Error::chain(Kind::Dataset, &e),
+            _ => Error::chain(Kind::Compare, &e),
+        }
+    }
+}
+
+impl From<probelake_compare::write::results::ResultError> for Error {
+    fn from(e: probelake_compare::write::results::ResultError) -> Self {
         Error::chain(Kind::Compare, &e)
     }
 }
@@ -191,7 +194,10 @@ impl From<arrow::error::ArrowError> for Error {
 }
 
 impl From<Error> for PyErr {
+    /// The message reaches Python as it would reach the terminal: credentials as `***`,
+    /// control characters escaped (`probelake_query::render::for_people`).
     fn from(e: Error) -> PyErr {
+        let e = Error { message: probelake_query::render::for_people(&e.message), ..e };
         Python::attach(|py| {
             let class = PyModule::import(py, "probelake._errors").and_then(|m| m.getattr(e.kind.class_name()));
             match class {

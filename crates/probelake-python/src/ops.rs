@@ -4,14 +4,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
+use probelake_compare::runs::pairing::{Pick, UnitChoice, Words};
+use probelake_compare::write::results::ResultFormat;
+use probelake_compare::{CompareJob, DivergenceJob, ModeChoice, Output, UnknownWord};
 use probelake_msprobe::{export, import, ExportOptions, ImportOptions, NoProgress, Overrides, TreeLayout};
-use probelake_query::compare::inputs::{pair_text, pairing_notes, RunPair};
-use probelake_query::compare::pairing::{Pick, UnitChoice};
-use probelake_query::compare::results::{
-    local_timestamp, needs_folders, CompareQueue, Naming, ResultFiles, ResultFormat,
-};
-use probelake_query::compare::{CompareMode, CompareOptions, Comparison, PlannedUnit};
-use probelake_query::divergence::{divergence_session, first_divergence, first_divergence_sql};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
@@ -118,22 +114,37 @@ fn unit_choice(units: Option<&Bound<'_, PyDict>>) -> Result<UnitChoice> {
             Some(v) => v.extract().map(Some).map_err(|_| Error::argument(format!("{key}: wrong type"))),
         }
     }
+    let words = Words::Keywords;
     Ok(UnitChoice {
-        step: Pick::from_flags("step", get(units, "step")?, get(units, "target_step")?, get(units, "golden_step")?)?,
-        stage: Pick::from_flags(
+        step: Pick::from_words(
+            words,
+            "step",
+            get(units, "step")?,
+            get(units, "target_step")?,
+            get(units, "golden_step")?,
+        )?,
+        stage: Pick::from_words(
+            words,
             "stage",
             get(units, "stage")?,
             get(units, "target_stage")?,
             get(units, "golden_stage")?,
         )?,
-        rank: Pick::from_flags("rank", get(units, "rank")?, get(units, "target_rank")?, get(units, "golden_rank")?)?,
+        rank: Pick::from_words(
+            words,
+            "rank",
+            get(units, "rank")?,
+            get(units, "target_rank")?,
+            get(units, "golden_rank")?,
+        )?,
+        words,
     })
 }
 
 /// `probelake compare TARGET GOLDEN`: the units of both runs paired as the CLI pairs them and
-/// compared as msprobe compare does. Returns the typed table (an Arrow stream), the count of
-/// `error` rows, the files written under `out` (named as the CLI names them) and the notes on
-/// how the units were paired.
+/// compared as msprobe compare does ([`CompareJob`]). Returns the typed table (an Arrow
+/// stream), the count of `error` rows, the files written under `out` (named as the CLI names
+/// them) and the notes on how the units were paired.
 #[pyfunction]
 #[pyo3(signature = (target, golden, out=None, mode=None, format=None, units=None, storage_options=None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
@@ -148,60 +159,21 @@ pub fn compare<'py>(
     storage_options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<(PyArrowStream, usize, Vec<PathBuf>, Vec<String>)> {
     let storage = self::storage_options(storage_options)?;
-    let mode = match mode.as_deref() {
-        None | Some("auto") => None,
-        Some("statistics") => Some(CompareMode::Statistics),
-        Some("md5") => Some(CompareMode::Md5),
-        Some("tensor") => Some(CompareMode::Tensor),
-        Some(other) => {
-            return Err(
-                Error::argument(format!("mode {other:?}: use \"auto\", \"statistics\", \"md5\" or \"tensor\"")).into()
-            )
-        }
+    let mode: ModeChoice =
+        mode.as_deref().unwrap_or("auto").parse().map_err(|e: UnknownWord| Error::argument(e.to_string()))?;
+    let format: ResultFormat =
+        format.as_deref().unwrap_or("csv").parse().map_err(|e: UnknownWord| Error::argument(e.to_string()))?;
+    // The table is returned: it is built whole, and the files are written from it.
+    let output = match out {
+        Some(dir) => Output::FilesAndTables { dir, format },
+        None => Output::Tables,
     };
-    let format = match format.as_deref() {
-        None | Some("csv") => ResultFormat::Csv,
-        Some("xlsx") => ResultFormat::Xlsx,
-        Some("parquet") => ResultFormat::Parquet,
-        Some(other) => {
-            return Err(Error::argument(format!("format {other:?}: use \"csv\", \"xlsx\" or \"parquet\"")).into())
-        }
-    };
-    let choice = unit_choice(units)?;
-    let work = async move {
-        let runs = RunPair::open_in_place(&target, &golden, &storage).await?;
-        let pairing = runs.pair(&choice)?;
-        let notes = pairing_notes(&pairing);
-        let target_is_file = runs.target_is_file();
-        let options = CompareOptions { mode };
-        let comparison = Arc::new(Comparison::of_runs(&runs.target, &runs.golden, options));
-        let mut files = out.map(|o| ResultFiles::new(&o, format, needs_folders(&pairing.pairs), local_timestamp()));
-        let (mut batches, mut errors) = (Vec::new(), 0);
-        let mut queue = CompareQueue::new(comparison, &pairing.pairs);
-        while let Some((pair, planned)) = queue.next().await {
-            let what = pair_text(pair.target, pair.golden);
-            let added =
-                planned.and_then(PlannedUnit::collect).map_err(|e| Error::from(e).context(format!("comparing {what}")));
-            let added = added.and_then(|result| {
-                errors += result.rows_with_result("error");
-                batches.push(result.to_record_batch()?);
-                if let Some(files) = files.as_mut() {
-                    files.add_table(&result, &result.target_files, Naming::of(pair, pairing.rule, target_is_file))?;
-                }
-                Ok::<_, Error>(())
-            });
-            if let Err(e) = added {
-                if let Some(files) = files {
-                    files.rollback();
-                }
-                return Err(e);
-            }
-        }
-        let written = files.map(|f| f.finish().1).unwrap_or_default();
-        Ok::<_, Error>((batches, errors, written, notes))
-    };
-    let (batches, errors, written, notes) = block_on(py, work)??;
-    Ok((batches_stream(batches), errors, written, notes))
+    let job =
+        CompareJob::new(target, golden).storage(storage).mode(mode.mode()).units(unit_choice(units)?).output(output);
+    let report = block_on(py, async move { job.run(&NoProgress).await })?.map_err(Error::from)?;
+    let batches = report.tables.iter().map(|t| t.to_record_batch()).collect::<std::result::Result<Vec<_>, _>>();
+    let batches = batches.map_err(Error::from)?;
+    Ok((batches_stream(batches), report.errors, report.files, report.notes))
 }
 
 /// A stream over `batches` (the schema of the first; none when there are no batches).
@@ -214,7 +186,8 @@ fn batches_stream(batches: Vec<RecordBatch>) -> PyArrowStream {
 }
 
 /// `probelake divergence TARGET GOLDEN`: the first diverging entry of every unit pair, with
-/// the chain of modules above it; and the notes on how the units were paired.
+/// the chain of modules above it ([`DivergenceJob`]); and the notes on how the units were
+/// paired.
 #[pyfunction]
 #[pyo3(signature = (target, golden, threshold=0.5, units=None, storage_options=None))]
 pub fn divergence<'py>(
@@ -225,28 +198,13 @@ pub fn divergence<'py>(
     units: Option<&Bound<'py, PyDict>>,
     storage_options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<(PyArrowStream, Vec<String>)> {
-    // Checked before any input is opened, as the CLI checks its flags.
-    first_divergence_sql(threshold).map_err(Error::from)?;
     let storage = self::storage_options(storage_options)?;
-    let choice = unit_choice(units)?;
-    let work = async move {
-        let runs = RunPair::open(&target, &golden, &storage).await?;
-        let pairing = runs.pair(&choice)?;
-        let notes = pairing_notes(&pairing);
-        let session = divergence_session(runs.target.lake()?, runs.golden.lake()?, &pairing.pairs).await?;
-        let (schema, batches) = match first_divergence(&session, threshold).await {
-            Ok(found) => found,
-            Err(e) => {
-                let e = Error::from(e).context("running the first-divergence query");
-                return Err(match session.first_damaged_file().await {
-                    Some(damage) => Error::from(damage).context(e.message),
-                    None => e,
-                });
-            }
-        };
-        Ok::<_, Error>((PyArrowStream::new(schema, Source::Batches(batches.into_iter()), None), notes))
-    };
-    Ok(block_on(py, work)??)
+    let job = DivergenceJob::new(target, golden).storage(storage).threshold(threshold).units(unit_choice(units)?);
+    // Checked before any input is opened, as the CLI checks its flags.
+    job.check().map_err(Error::from)?;
+    let report = block_on(py, async move { job.run().await })?.map_err(Error::from)?;
+    let stream = PyArrowStream::new(report.schema, Source::Batches(report.batches.into_iter()), None);
+    Ok((stream, report.notes))
 }
 
 /// The typed schema of `table` as readers see it (`_probelake/schema/<table>.parquet`), as an

@@ -7,10 +7,13 @@
 //!
 //! Where to start:
 //! - [`RunSession`]: open runs and run SQL;
-//! - [`udf`]: `rel_err`, `is_finite_stats`, `shape_numel`, `item_slot`;
-//! - [`compare`]: `msprobe compare`'s table, cell for cell;
-//! - [`divergence`]: where two runs first part, per unit;
-//! - [`table::LakeTable`]: how a table of a run becomes a DataFusion scan.
+//! - [`udf`]: `rel_err`, `is_finite_stats`, `shape_numel`, `item_slot`, msprobe compare's key
+//!   and cell rules, and the `first_divergence` table function;
+//! - [`msprobe`]: the per-leaf rules of msprobe compare those functions apply (also used by
+//!   `probelake-compare`, which builds msprobe's whole table and runs compare and
+//!   first-divergence searches as operations);
+//! - [`table::LakeTable`]: how a table of a run becomes a DataFusion scan;
+//! - [`render`]: an error as people read it (the command line and Python render it alike).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -28,9 +31,9 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod compare;
-pub mod divergence;
 pub mod error;
+pub mod msprobe;
+pub mod render;
 pub mod session;
 pub mod table;
 pub mod udf;

@@ -22,10 +22,9 @@ use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use probelake_format::{CommitRecord, Lake, Table};
 
-use crate::divergence::runs::RunUnits;
-use crate::divergence::table_function::FirstDivergenceFunction;
 use crate::error::{QueryError, Result};
-use crate::table::LakeTable;
+use crate::table::{LakeTable, RunUnits};
+use crate::udf::first_divergence::FirstDivergenceFunction;
 
 /// The catalog the runs live in.
 pub const CATALOG: &str = "probelake";
@@ -111,7 +110,7 @@ pub struct RunSession {
 }
 
 /// The object store URL the `i`th run of a session is registered under (its scans name it).
-pub(crate) fn run_store_url(i: usize) -> Result<ObjectStoreUrl> {
+pub fn run_store_url(i: usize) -> Result<ObjectStoreUrl> {
     Ok(ObjectStoreUrl::parse(format!("probelake://run{i}"))?)
 }
 
@@ -227,7 +226,7 @@ impl RunSession {
 
     /// The run named `name` as this process reads it, or `None` when there is none or plans
     /// run on a cluster.
-    pub(crate) fn local_run(&self, name: &str) -> Option<&RunUnits> {
+    pub fn local_run(&self, name: &str) -> Option<&RunUnits> {
         if self.remote {
             return None;
         }
@@ -261,7 +260,7 @@ impl RunSession {
     /// no statement; of several, the last), each planned on a task of its own so that they
     /// share the cores (planning is CPU work of tens of milliseconds for a large query), and
     /// each awaited on its own, so that a plan can run while the others are being planned.
-    pub(crate) fn spawn_physical_plans(&self, sqls: &[&str]) -> Vec<PlanTask> {
+    pub fn spawn_physical_plans(&self, sqls: &[&str]) -> Vec<PlanTask> {
         sqls.iter()
             .map(|sql| {
                 let (ctx, options, sql) = (self.ctx.clone(), self.options(), sql.to_string());
@@ -301,11 +300,11 @@ async fn plan_in(ctx: &SessionContext, options: SQLOptions, sql: &str) -> Result
 }
 
 /// A physical plan being made by [`RunSession::spawn_physical_plans`].
-pub(crate) struct PlanTask(SpawnedTask<Result<Option<Arc<dyn ExecutionPlan>>>>);
+pub struct PlanTask(SpawnedTask<Result<Option<Arc<dyn ExecutionPlan>>>>);
 
 impl PlanTask {
     /// The plan, once made (`None` for no statement).
-    pub(crate) async fn plan(self) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    pub async fn plan(self) -> Result<Option<Arc<dyn ExecutionPlan>>> {
         self.0.join_unwind().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
     }
 }

@@ -205,7 +205,7 @@ impl LakeTable {
     /// The files that pass `partition_filters`, in `n` contiguous groups (none when no file
     /// passes) with their statistics, and the statistics of them all: what [`TableProvider::scan`]
     /// reads.
-    pub(crate) fn file_groups(&self, partition_filters: &[Expr], n: usize) -> Result<(Vec<FileGroup>, Statistics)> {
+    pub fn file_groups(&self, partition_filters: &[Expr], n: usize) -> Result<(Vec<FileGroup>, Statistics)> {
         let partition_schema = DFSchema::try_from(Schema::new(self.partition_fields.clone()))?;
         let mut kept = Vec::with_capacity(self.files.len());
         for CommittedFile { file, rows } in &self.files {
@@ -369,4 +369,14 @@ impl TableProvider for LakeTable {
 /// The data type of a partition column, for tests and docs.
 pub fn partition_type(table: Table, name: &str) -> Option<DataType> {
     partition_columns(table).into_iter().find(|(n, _)| *n == name).map(|(_, t)| t)
+}
+
+/// A run as the `first_divergence` table function reads it: its dataset and the units the
+/// session shows of it.
+#[derive(Debug, Clone)]
+pub struct RunUnits {
+    /// The dataset.
+    pub lake: probelake_format::Lake,
+    /// Its committed units, as the session's tables show them.
+    pub units: std::sync::Arc<Vec<probelake_format::CommitRecord>>,
 }

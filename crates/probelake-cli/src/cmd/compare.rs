@@ -2,32 +2,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::bail;
-use probelake_msprobe::Progress as _;
-use probelake_query::compare::inputs::{pair_text, RunPair};
-use probelake_query::compare::results::{
-    local_timestamp, needs_folders, CompareQueue, Naming, ResultError, ResultFiles, ResultFormat,
-};
-use probelake_query::compare::{CompareMode, CompareOptions, Comparison, UnitComparison};
+use probelake_compare::write::results::ResultFormat;
+use probelake_compare::{CompareJob, ModeChoice, Output, UnitComparison};
 
 use super::Context;
 use crate::progress::Bar;
-use crate::unit_pairs::{pair, UnitArgs, PAIRING_HELP};
-
-/// The compare mode on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ModeArg {
-    /// Detect it from the dumps, as msprobe does.
-    Auto,
-    /// Max/Min/Mean/Norm differences.
-    Statistics,
-    /// CRC-32 equality.
-    Md5,
-    /// Metrics over the dumped tensors.
-    Tensor,
-}
+use crate::unit_pairs::{UnitArgs, PAIRING_HELP};
 
 /// Where results go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -52,9 +34,11 @@ pub struct Args {
     /// Folder for the result files.
     #[arg(short = 'o', long = "output", default_value = "./output")]
     pub output: PathBuf,
-    /// The comparison mode.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub mode: ModeArg,
+    /// The comparison mode: auto (detected from the dumps, as msprobe does), statistics
+    /// (Max/Min/Mean/Norm differences), md5 (CRC-32 equality) or tensor (metrics over the
+    /// dumped tensors).
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    pub mode: ModeChoice,
     /// Write msprobe's .xlsx workbooks instead of .csv files (numbers as numbers).
     #[arg(long)]
     pub xlsx: bool,
@@ -104,97 +88,40 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if args.xlsx && args.format != CompareFormat::Csv {
         bail!("--xlsx replaces the CSV files; leave out --format {:?}", args.format);
     }
-    let mode = match args.mode {
-        ModeArg::Auto => None,
-        ModeArg::Statistics => Some(CompareMode::Statistics),
-        ModeArg::Md5 => Some(CompareMode::Md5),
-        ModeArg::Tensor => Some(CompareMode::Tensor),
+    let output = match args.format {
+        CompareFormat::Table => Output::Tables,
+        _ if args.xlsx => Output::Files { dir: args.output.clone(), format: ResultFormat::Xlsx },
+        CompareFormat::Csv => Output::Files { dir: args.output.clone(), format: ResultFormat::Csv },
+        CompareFormat::Parquet => Output::Files { dir: args.output.clone(), format: ResultFormat::Parquet },
     };
-    let files = match args.format {
-        CompareFormat::Table => None,
-        _ if args.xlsx => Some(ResultFormat::Xlsx),
-        CompareFormat::Csv => Some(ResultFormat::Csv),
-        CompareFormat::Parquet => Some(ResultFormat::Parquet),
-    };
-    let choice = args.units.choice()?;
+    let units = args.units.choice()?;
     // The scheduler first: an unreachable one fails before any input is opened.
     let engine = args.cluster.engine().await?;
-    let runs = RunPair::open_in_place(&args.target, &args.golden, &ctx.storage).await?;
-    let (target, golden) = (&runs.target, &runs.golden);
-    let pairing = pair(ctx, &runs, &choice)?;
-    let (pairs, skipped) = (&pairing.pairs, &pairing.skipped);
-    let target_is_file = runs.target_is_file();
-    let comparison = Arc::new(Comparison::of_runs(target, golden, CompareOptions { mode }).with_engine(engine));
-    let mut sink = files.map(|format| ResultFiles::new(&args.output, format, needs_folders(pairs), local_timestamp()));
-    let mut tables = Vec::new();
+    let job = CompareJob::new(&args.target, &args.golden)
+        .storage(ctx.storage.clone())
+        .mode(args.mode.mode())
+        .units(units)
+        .output(output)
+        .engine(engine);
     // Counted in the target's dump.json bytes, as import and export count.
     let bar = Bar::new("comparing", ctx.quiet);
-    bar.start(pairs.iter().map(|p| p.target.counts.json_bytes).sum(), pairs.len());
-    let compared = async {
-        let mut queue = CompareQueue::new(comparison, pairs);
-        while let Some((pair, planned)) = queue.next().await {
-            let (t, g) = (pair.target, pair.golden);
-            let what = pair_text(t, g);
-            let failed = match planned {
-                Ok(planned) => match sink.as_mut() {
-                    Some(sink) => match sink.add(planned, Naming::of(pair, pairing.rule, target_is_file)) {
-                        Ok(()) => None,
-                        Err(ResultError::Compare(e)) => {
-                            Some(anyhow::Error::new(e).context(format!("comparing {what}")))
-                        }
-                        Err(e) => return Err(anyhow::Error::new(e)),
-                    },
-                    None => match planned.collect() {
-                        Ok(table) => {
-                            tables.push(table);
-                            None
-                        }
-                        Err(e) => Some(anyhow::Error::new(e).context(format!("comparing {what}"))),
-                    },
-                },
-                Err(e) => Some(anyhow::Error::new(e).context(format!("comparing {what}"))),
-            };
-            if let Some(e) = failed {
-                // msprobe files read in place name their own damage; a dataset's is looked for.
-                let damaged = async {
-                    let (Ok(target), Ok(golden)) = (target.lake(), golden.lake()) else { return None };
-                    match target.first_damaged_file(std::slice::from_ref(t)).await {
-                        Some(damage) => Some(damage),
-                        None => golden.first_damaged_file(std::slice::from_ref(g)).await,
-                    }
-                };
-                return Err(crate::damage::name_damaged_file(e, damaged).await);
-            }
-            bar.advance(t.counts.json_bytes);
-        }
-        anyhow::Ok(())
-    };
-    let compared = args.cluster.within(compared).await;
-    bar.finish();
-    if let Err(e) = compared {
-        if let Some(sink) = sink {
-            sink.rollback();
-        }
-        return Err(e);
+    let report = args.cluster.within(async { Ok(job.run(&bar).await?) }).await?;
+    for note in &report.notes {
+        ctx.note(note);
     }
-    // Kept before printing: a closed stdout does not undo the files.
-    let (errors, written) = match sink {
-        Some(sink) => sink.finish(),
-        None => (tables.iter().map(|t| t.rows_with_result("error")).sum(), Vec::new()),
-    };
-    for table in &tables {
+    for table in &report.tables {
         print_table(table)?;
     }
     ctx.note(&format!(
         "compared {} unit(s) ({} skipped); {} row(s) with Result `error`",
-        pairs.len(),
-        skipped.len(),
-        errors
+        report.compared,
+        report.skipped.len(),
+        report.errors
     ));
-    for path in &written {
+    for path in &report.files {
         ctx.note(&format!("  {}", path.display()));
     }
-    Ok(if errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if report.errors > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 fn print_table(result: &UnitComparison) -> anyhow::Result<()> {

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use probelake_compare::runs::pairing::{pair_units, InputKind, Side, UnitChoice};
+use probelake_compare::{CompareOptions, Comparison};
 use probelake_msprobe::{import, ImportOptions};
-use probelake_query::compare::pairing::{pair_units, InputKind, Side, UnitChoice};
-use probelake_query::compare::{CompareOptions, Comparison};
 use probelake_synth::{write_run, SynthSpec};
 
 use super::import::human_bytes;
@@ -78,7 +78,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
 
     // The demo's bug is small (1 %), so ask for the first difference of any size.
     // The canned query is shipped in the binary, so the demo runs anywhere.
-    let query = probelake_query::divergence::first_divergence_sql(0.0)?;
+    let query = probelake_compare::divergence::first_divergence_sql(0.0)?;
     let specs = [format!("target={}", bug.display()), format!("golden={}", base.display())];
     let session = super::sql::open_runs(&specs, None, false, &ctx.storage, &probelake_query::LocalEngine).await?;
     let batches = session.collect(&query).await.context("running sql/first_divergence.sql")?;

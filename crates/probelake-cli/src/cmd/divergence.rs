@@ -2,14 +2,12 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-use probelake_query::compare::inputs::RunPair;
+use probelake_compare::DivergenceJob;
 use probelake_query::datafusion::arrow::array::RecordBatch;
-use probelake_query::divergence::{divergence_session_on, first_divergence};
 
 use super::Context;
 use crate::output::{write_batches, write_batches_to_file, OutputFormat};
-use crate::unit_pairs::{pair, UnitArgs, PAIRING_HELP};
+use crate::unit_pairs::{UnitArgs, PAIRING_HELP};
 
 /// Find the first item where two runs part, per step, stage and rank.
 #[derive(Debug, clap::Args)]
@@ -69,20 +67,19 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
     if !(args.threshold >= 0.0 && args.threshold.is_finite()) {
         anyhow::bail!("--threshold {}: give a finite number ≥ 0 (0.5 is msprobe's rule)", args.threshold);
     }
-    let choice = args.units.choice()?;
+    let units = args.units.choice()?;
     // The scheduler first: an unreachable one fails before msprobe folders are imported.
     let engine = args.cluster.engine().await?;
-    let runs = RunPair::open(&args.target, &args.golden, &ctx.storage).await?;
-    let pairing = pair(ctx, &runs, &choice)?;
-    let session =
-        divergence_session_on(runs.target.lake()?, runs.golden.lake()?, &pairing.pairs, engine.as_ref()).await?;
-    let found = args
-        .cluster
-        .within(async {
-            first_divergence(&session, args.threshold).await.context("running the first-divergence query")
-        })
-        .await;
-    let (schema, mut batches) = crate::damage::naming_damage(found, &session).await?;
+    let job = DivergenceJob::new(&args.target, &args.golden)
+        .storage(ctx.storage.clone())
+        .threshold(args.threshold)
+        .units(units)
+        .engine(engine);
+    let report = args.cluster.within(async { Ok(job.run().await?) }).await?;
+    for note in &report.notes {
+        ctx.note(note);
+    }
+    let (schema, mut batches) = (report.schema, report.batches);
     let found: usize = batches.iter().map(RecordBatch::num_rows).sum();
     if batches.is_empty() {
         // A header (or a Parquet file) with the result's columns all the same.

@@ -40,7 +40,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
             out,
             "{:>5} {:<24} {:>5} {:>5} {:>8} {:>9} {:>7} {:>10} {:>10}  {}/{}/{}",
             u.unit.step,
-            crate::report::printable(&u.unit.stage),
+            probelake_query::render::printable(&u.unit.stage),
             u.unit.rank,
             c.dump_files,
             c.entries,

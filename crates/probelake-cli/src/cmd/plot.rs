@@ -12,7 +12,7 @@ use probelake_query::{Run, RunSession};
 use super::sql::{open_runs, run_name_from_path};
 use super::Context;
 use crate::damage::naming_damage;
-use probelake_query::compare::inputs::open_run;
+use probelake_compare::runs::open_run;
 
 /// Draw charts of runs as SVG and PNG.
 #[derive(Debug, clap::Args)]

@@ -12,6 +12,9 @@
 //! | [`msprobe_compare_state`](msprobe_compare_state::MsprobeCompareState) | a leaf's order inside its entry |
 //! | [`msprobe_compare_dtype`](msprobe_compare_dtype::MsprobeCompareDtype) | the dtype cell msprobe compare shows |
 //! | [`msprobe_leaf_has_md5`](msprobe_leaf_has_md5::MsprobeLeafHasMd5) | whether a leaf has an md5 field |
+//!
+//! and one table function, [`first_divergence`](first_divergence::FirstDivergenceFunction):
+//! the first diverging entry of every unit pair of two runs.
 
 use std::sync::Arc;
 
@@ -20,6 +23,7 @@ use datafusion::common::ScalarValue;
 use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarUDF};
 
+pub mod first_divergence;
 pub mod is_finite_stats;
 pub mod item_slot;
 pub mod msprobe_backward_group;

@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::KeyRules;
+use crate::msprobe::rows::KeyRules;
 
 /// The entry name without its last two segments (msprobe's `op_no_number`) for a backward
 /// entry; NULL for any other entry.

@@ -15,8 +15,8 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::leaf_side::LeafArrays;
-use crate::compare::rows::dtype_of;
+use crate::msprobe::leaf_side::LeafArrays;
+use crate::msprobe::rows::dtype_of;
 
 /// The `NPU Dtype` / `Bench Dtype` cell of a leaf (synthetic for non-tensors: `int`,
 /// `torch.Size`, …); NULL for a JSON null leaf (shown `N/A`). msprobe's dtype gate compares these.

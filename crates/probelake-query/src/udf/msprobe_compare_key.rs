@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::KeyRules;
+use crate::msprobe::rows::KeyRules;
 
 /// The item name, where a backward entry's call number is replaced by its order among the
 /// backward entries of the same op (msprobe's renumbering); NULL for an entry msprobe drops

@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::KeyRules;
+use crate::msprobe::rows::KeyRules;
 
 /// 0 for inputs, 1 `parameters`, 2 `output`, 3 fields of a `parameters_grad` entry; NULL for an
 /// entry msprobe drops.

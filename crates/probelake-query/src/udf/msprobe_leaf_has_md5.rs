@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 
 use super::{from_array, to_arrays, DOC_SECTION};
 
-use crate::compare::rows::side_of;
+use crate::msprobe::rows::side_of;
 
 /// Whether the leaf (or the tensor of a P2POp record) has an `md5` field: a statistics dump
 /// with one is compared in md5 mode.

@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 };
 
 use super::{from_array, to_arrays, DOC_SECTION};
-use crate::compare::leaf_side::LeafArrays;
+use crate::msprobe::leaf_side::LeafArrays;
 
 /// The leaf's JSON text (one-line layout), rebuilt from the typed columns by the format crate's
 /// own renderer, which the import checked to be byte-exact (`raw` where the columns alone would
