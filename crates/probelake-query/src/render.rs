@@ -97,9 +97,27 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` as one shell word, for a command a message suggests: as it is when it holds nothing
+/// a shell treats specially, else in single quotes.
+pub fn shell_word(text: &str) -> String {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-:=+@%,".contains(&b)) {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_a_shell_would_read_them_otherwise() {
+        assert_eq!(shell_word("./lake/run-a"), "./lake/run-a");
+        assert_eq!(shell_word("s3://bucket/run=1"), "s3://bucket/run=1");
+        assert_eq!(shell_word("my lake"), "'my lake'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("{0}")]

@@ -117,7 +117,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         describe(options.older_than)
     )?;
     if listing_only && report.without_manifest && !report.removed.is_empty() {
-        let mut again = format!("probelake vacuum {}", shell_word(&args.dataset));
+        let mut again = format!("probelake vacuum {}", probelake_query::render::shell_word(&args.dataset));
         if let Some(older_than) = args.older_than {
             again.push_str(&format!(" --older-than {}", describe(older_than)));
         }
@@ -130,15 +130,6 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         ctx.note("note: files younger than --older-than may belong to a write in progress and are kept");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `text` as one shell word: as it is when it holds nothing a shell treats specially, else in
-/// single quotes.
-fn shell_word(text: &str) -> String {
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-:=+@%,".contains(&b)) {
-        return text.to_string();
-    }
-    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 fn describe(d: Duration) -> String {
@@ -166,14 +157,5 @@ mod tests {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         assert_eq!(describe(Duration::from_secs(86_400)), "1d");
-    }
-
-    #[test]
-    fn paths_are_quoted_for_the_shell_when_needed() {
-        assert_eq!(shell_word("./lake/run-a"), "./lake/run-a");
-        assert_eq!(shell_word("s3://bucket/run=1"), "s3://bucket/run=1");
-        assert_eq!(shell_word("my lake"), "'my lake'");
-        assert_eq!(shell_word("it's"), "'it'\\''s'");
-        assert_eq!(shell_word(""), "''");
     }
 }

@@ -200,7 +200,7 @@ impl PlanOutput {
 
     /// Row `row`'s two sides, borrowing their texts from the plans' batches. They are built
     /// when the row's cells are, a dump key's rows at a time: built for a whole unit up front,
-    /// they were ~600 bytes a row written and read back (190 MB at 89.6 MB).
+    /// they would be written and read back whole.
     ///
     /// `matched` is whether the row has a bench side (`stats` says so); `md5` whether the
     /// sides' md5 cells are wanted (md5 mode).
@@ -256,9 +256,8 @@ pub(crate) async fn run_in(
     let [t_leaves, g_leaves, files_plan, compare_plan] =
         <[_; 4]>::try_from(handles).map_err(|_| CompareError::Schema("the comparison has four plans".into()))?;
     // The file lists and the leaf scans are plans of their own, each run as soon as it is
-    // planned: the leaf scans while the join is still being planned (on a pair's first plans
-    // that is ~15 ms on one core), and beside it, on the cores the join's single-threaded
-    // stages leave idle.
+    // planned: the leaf scans while the join is still being planned, and beside it, on the
+    // cores the join's single-threaded stages leave idle.
     let task = session.context().task_ctx();
     let run = |handle: PlanHandle, what: &'static str| {
         let task = Arc::clone(&task);

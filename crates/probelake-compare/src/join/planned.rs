@@ -16,8 +16,8 @@ use crate::{result_column, rows_with_result, CompareError, CompareMode, UnitComp
 /// A compared unit pair before its rows are built: what [`Comparison::plan_unit`] returns.
 ///
 /// [`write_csv`](Self::write_csv) builds the rows a few thousand at a time and writes each
-/// chunk while the next ones are built, so memory never holds the whole table (260 MB for a
-/// pair of 90 MB dump.json files) and the writing overlaps the building.
+/// chunk while the next ones are built, so memory never holds the whole table (several times
+/// the dump.json files' size) and the writing overlaps the building.
 /// [`collect`](Self::collect) builds the whole table as a [`UnitComparison`].
 ///
 /// ```no_run

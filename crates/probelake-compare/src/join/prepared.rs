@@ -1,8 +1,8 @@
 //! A comparison's physical plans, planned once per shape of unit pair and pointed at the files
 //! of every later pair of that shape.
 //!
-//! Planning a unit pair costs about 30 ms of CPU whatever its size: its statements parsed,
-//! optimised and planned. With many small units that was a third of a comparison's CPU time.
+//! Planning a unit pair costs the same CPU whatever its size (its statements parsed, optimised
+//! and planned), which with many small units is much of a comparison's time.
 //! In a pair's session the unit filters of the SQL become file pruning inside the scans, so the
 //! plans of two pairs differ only in the files their scans read. The first pair of each shape
 //! (how many file groups each scan reads) is planned from SQL; every later pair of that shape

@@ -277,7 +277,7 @@ pub async fn open_run(arg: &str, what: &'static str, storage: &StorageOptions) -
 
 /// Whether `dir` is a dataset's root (it has a manifest).
 fn is_dataset(dir: &Path) -> bool {
-    dir.join("_probelake/manifest.json").exists()
+    dir.join(probelake_format::layout::MANIFEST_FILE).exists()
 }
 
 /// Whether `arg` names msprobe files on this machine (not a dataset).

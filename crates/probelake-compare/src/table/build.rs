@@ -28,8 +28,8 @@ const NA: &str = "N/A";
 /// Below this many rows a file's statistics are read on the calling thread alone.
 const ROWS_PER_THREAD: usize = 4096;
 
-/// Rows built at a time: a chunk's buffers (~2.5 MB of cells) are freed and taken again for
-/// the next, where the whole table of a 100 MB pair (~260 MB) was faulted in page by page.
+/// Rows built at a time: a chunk's buffers are freed and taken again for the next, where the
+/// whole table would be faulted in page by page.
 const ROWS_PER_CHUNK: usize = 4096;
 
 /// The column names of msprobe's table, as its CSV header.

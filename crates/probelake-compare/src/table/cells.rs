@@ -1,7 +1,7 @@
 //! The rows of a comparison table, the cells' text in a few large buffers.
 //!
-//! A 10 MB dump pair gives about 40,000 rows of 30-odd cells. Held as `Vec<Vec<String>>`,
-//! allocating and freeing those 1.2 million strings took a third of a comparison's time.
+//! A dump pair gives tens of thousands of rows of 30-odd cells; held as `Vec<Vec<String>>`,
+//! allocating and freeing a string per cell dominated a comparison's time.
 
 use std::fmt;
 
@@ -18,8 +18,8 @@ use std::fmt;
 #[derive(Clone, Default)]
 pub struct Rows {
     /// Runs of rows, each in its own buffers: rows built on several cores are joined by moving
-    /// their buffers rather than copying their text into one (at 89.6 MB, 95 MB copied and
-    /// faulted in again). Every piece but the last holds complete rows only.
+    /// their buffers rather than copying their text into one. Every piece but the last holds
+    /// complete rows only.
     pieces: Vec<Piece>,
     /// The first row of each piece.
     starts: Vec<usize>,

@@ -269,3 +269,121 @@ fn group(rows: &[RuleRow<'_>], start: usize, end: usize, set: RuleSet, out: &mut
         RuleSet::Md5 => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row<'a>(key: &'a str, npu_name: &'a str) -> RuleRow<'a> {
+        RuleRow {
+            key,
+            npu_name,
+            matched: true,
+            bench_name: npu_name,
+            dtypes: ["torch.float32", "torch.float32"],
+            shapes: ["[2, 2]", "[2, 2]"],
+            requires_grad: ["False", "False"],
+            extremes: [
+                Some(PyVal::Float(1.0)),
+                Some(PyVal::Float(0.0)),
+                Some(PyVal::Float(1.0)),
+                Some(PyVal::Float(0.0)),
+            ],
+            norm_rel: Cv::Text("0.0%".into()),
+            thousandth: Cv::Num(1.0),
+            cosine: Cv::Num(1.0),
+            md5: ["1a2b3c4d", "1a2b3c4d"],
+        }
+    }
+
+    fn cells(v: &Verdict) -> (String, String) {
+        let mut messages = String::new();
+        v.write_messages(&mut messages);
+        (v.result().to_string(), messages)
+    }
+
+    const KEY: &str = "Functional.linear.0.forward";
+    const INPUT: &str = "Functional.linear.0.forward.input.0";
+    const OUTPUT: &str = "Functional.linear.0.forward.output.0";
+
+    #[test]
+    fn equal_rows_pass_with_no_message() {
+        let rows = [row(KEY, INPUT), row(KEY, OUTPUT)];
+        for set in [RuleSet::Statistics, RuleSet::Tensor, RuleSet::Md5] {
+            assert!(apply(&rows, set).iter().all(|v| cells(v) == ("pass".into(), "[]".into())), "{set:?}");
+        }
+    }
+
+    #[test]
+    fn an_output_norm_error_above_half_with_fine_inputs_is_an_error() {
+        let mut output = row(KEY, OUTPUT);
+        output.norm_rel = Cv::Text("60.0%".into());
+        let verdicts = apply(&[row(KEY, INPUT), output], RuleSet::Statistics);
+        assert_eq!(cells(&verdicts[0]), ("pass".into(), "[]".into()));
+        let (result, messages) = cells(&verdicts[1]);
+        assert_eq!(result, "error");
+        assert!(messages.contains("The NormRelativeErr of output is greater than 0.5."), "{messages}");
+        assert!(messages.contains("10 times that of input"), "{messages}");
+        // With the inputs off by 10 % or more, the output's error is not blamed on the op.
+        let mut input = row(KEY, INPUT);
+        input.norm_rel = Cv::Text("20.0%".into());
+        let mut output = row(KEY, OUTPUT);
+        output.norm_rel = Cv::Text("60.0%".into());
+        assert_eq!(apply(&[input, output], RuleSet::Statistics)[1].result(), "pass");
+    }
+
+    #[test]
+    fn nan_on_the_npu_side_only_is_an_error() {
+        let mut nan = row(KEY, OUTPUT);
+        nan.extremes[0] = Some(PyVal::Float(f64::NAN));
+        assert_eq!(apply(&[row(KEY, INPUT), nan.clone()], RuleSet::Statistics)[1].result(), "error");
+        // The same NaN on the bench side is no difference of the NPU's.
+        nan.extremes[2] = Some(PyVal::Float(f64::NAN));
+        assert_eq!(apply(&[row(KEY, INPUT), nan], RuleSet::Statistics)[1].result(), "pass");
+    }
+
+    #[test]
+    fn dtype_shape_and_requires_grad_differences_are_errors_of_matched_rows_only() {
+        let mut differs = row(KEY, INPUT);
+        differs.dtypes[1] = "torch.bfloat16";
+        differs.shapes[1] = "[4]";
+        differs.requires_grad[1] = "True";
+        let (result, messages) = cells(&apply(&[differs.clone()], RuleSet::Statistics)[0]);
+        assert_eq!(result, "error");
+        for expected in ["Required_Grad", "dtype of NPU and Bench", "shape of NPU and Bench"] {
+            assert!(messages.contains(expected), "{messages}");
+        }
+        differs.matched = false;
+        assert_eq!(apply(&[differs], RuleSet::Statistics)[0].result(), "pass");
+    }
+
+    #[test]
+    fn md5_differences_are_errors_and_a_missing_side_a_warning() {
+        let mut differs = row(KEY, OUTPUT);
+        differs.md5[1] = "ffffffff";
+        let mut missing = row(KEY, OUTPUT);
+        missing.md5[1] = "N/A";
+        let verdicts = apply(&[differs, missing], RuleSet::Md5);
+        assert_eq!(cells(&verdicts[0]).0, "error");
+        assert_eq!(cells(&verdicts[1]).0, "warning");
+    }
+
+    #[test]
+    fn ignored_apis_keep_every_row_passing() {
+        let key = "Tensor.to.0.forward";
+        let mut output = row(key, "Tensor.to.0.forward.output.0");
+        output.dtypes[1] = "torch.float16";
+        let verdicts = apply(&[row(key, "Tensor.to.0.forward.input.0"), output], RuleSet::Statistics);
+        assert!(verdicts.iter().all(|v| v.result() == "pass"));
+    }
+
+    #[test]
+    fn tensor_mode_flags_an_output_far_worse_than_its_inputs() {
+        let mut output = row(KEY, OUTPUT);
+        output.cosine = Cv::Num(0.5);
+        output.thousandth = Cv::Num(0.05);
+        let (result, messages) = cells(&apply(&[row(KEY, INPUT), output], RuleSet::Tensor)[1]);
+        assert_eq!(result, "error");
+        assert!(messages.contains("One Thousandth Err Ratio > 0.9") && messages.contains("Cosine > 0.9"), "{messages}");
+    }
+}

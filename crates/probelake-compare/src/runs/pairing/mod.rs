@@ -128,7 +128,7 @@ impl Words {
     fn given(self, side: Option<&str>, dimension: &str, value: &str, is_text: bool) -> String {
         let name = self.name(side, dimension);
         match self {
-            Words::Flags => format!("{name} {}", shell_word(value)),
+            Words::Flags => format!("{name} {}", probelake_query::render::shell_word(value)),
             Words::Keywords if is_text => format!("{name}={}", python_str(value)),
             Words::Keywords => format!("{name}={value}"),
         }
@@ -243,16 +243,6 @@ fn push_flags<T: fmt::Display>(out: &mut Vec<String>, words: Words, dimension: &
             out.push(words.given(Some("target"), dimension, &target.to_string(), text));
             out.push(words.given(Some("golden"), dimension, &golden.to_string(), text));
         }
-    }
-}
-
-/// `text` as one shell word: as it is when plain, else in single quotes.
-fn shell_word(text: &str) -> String {
-    let plain = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "_-.+/:=".contains(c));
-    if plain {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
     }
 }
 
