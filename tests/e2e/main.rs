@@ -8,6 +8,7 @@ mod cli;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod compare;
+mod compare_mapping;
 mod compare_pairs;
 mod concurrency;
 mod crash;

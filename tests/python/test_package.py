@@ -746,3 +746,54 @@ def test_ctrl_c_interrupts_a_query_read_by_pyarrow(demo_lake):
     assert (
         "KeyboardInterrupt" in done.stdout + done.stderr or "interrupted" in done.stdout
     )
+
+
+MAPPING_REFS = pathlib.Path(__file__).parents[1] / "data/compare-ref/mapping"
+
+
+@pytest.mark.parametrize(
+    ("case", "target", "golden", "options"),
+    [
+        (
+            "dm_partial",
+            "mix-target",
+            "mix-golden-diff",
+            {"data_mapping": "dm_partial.yaml"},
+        ),
+        (
+            "cm_partial",
+            "mix-target",
+            "mix-golden-diff",
+            {"cell_mapping": "cm_partial.yaml"},
+        ),
+        ("cm_noarg", "mix-target", "mix-golden", {"cell_mapping": True}),
+    ],
+)
+def test_compare_mappings_write_msprobes_csv(tmp_path, case, target, golden, options):
+    folder = MAPPING_REFS / "cases" / case
+    options = {k: (folder / v if isinstance(v, str) else v) for k, v in options.items()}
+    result = probelake.compare(
+        MAPPING_REFS / "runs" / target / "dump.json",
+        MAPPING_REFS / "runs" / golden / "dump.json",
+        out=tmp_path / "cmp",
+        **options,
+    )
+    (written,) = result.files
+    import pyarrow as pa
+
+    reference = pa.input_stream(
+        str(folder / "compare_result.csv.zst"), compression="zstd"
+    )
+    expected = reference.read()
+    assert written.read_bytes() == expected
+    assert result.table.num_rows == expected.count(b"\n") - 1
+
+
+def test_compare_mapping_errors_name_the_file(tmp_path):
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("Block:\n  norm: ln\n")
+    run = MAPPING_REFS / "runs/mix-target/dump.json"
+    with pytest.raises(probelake.ArgumentError, match="nested.yaml: line 1"):
+        probelake.compare(run, run, cell_mapping=nested)
+    with pytest.raises(probelake.ArgumentError, match="cell_mapping"):
+        probelake.compare(run, run, cell_mapping=3)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ use probelake_query::QueryError;
 use crate::join::plan::PlanOutput;
 use crate::runs::{DumpTree, OpenedRun, RunSource};
 
+use crate::join::mapping::{Mappings, TargetKey};
 use crate::join::planned::PlannedUnit;
 use crate::table::cells::Rows;
 
@@ -41,6 +42,8 @@ pub enum CompareMode {
 pub struct CompareOptions {
     /// The mode; `None` detects it from the dumps as msprobe does.
     pub mode: Option<CompareMode>,
+    /// msprobe's `-dm` and `-cm` (none by default).
+    pub mappings: Arc<Mappings>,
 }
 
 /// msprobe's result table for one unit.
@@ -142,6 +145,9 @@ pub enum CompareError {
     /// msprobe files read in place could not be read.
     #[error(transparent)]
     Read(Box<MsprobeError>),
+    /// Mapping options with plans that run on a cluster (its executors have no such function).
+    #[error("the mapping options (data and cell mappings) apply in this process only: compare without the cluster")]
+    MappingsOnCluster,
     /// One side is a dataset and the other msprobe files read in place.
     #[error("a dataset cannot be compared with msprobe files read in place: open both runs with `RunPair::open`")]
     MixedSources,
@@ -306,8 +312,16 @@ impl Comparison {
             // its (inner_step, pid), which sent all of a one-file unit's leaves to one core.
             optimizer.repartition_joins = false;
         }
+        let mappings = &self.opts.mappings;
+        if !mappings.is_empty() {
+            if self.engine.is_remote() {
+                return Err(CompareError::MappingsOnCluster);
+            }
+            let key = TargetKey::new(Arc::clone(mappings));
+            session.context().register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(key));
+        }
         let files = PairFiles::new([(target, t), (golden, g)], session.context().state().config().target_partitions())?;
-        let plan = crate::join::plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit).await?;
+        let plan = crate::join::plan::run_in(&session, &files, &self.plans, &t.unit, &g.unit, mappings).await?;
         let planned = started.elapsed();
         let [tcontext, gcontext] = context
             .join_unwind()
@@ -328,6 +342,7 @@ impl Comparison {
     ) -> Result<PlannedUnit, CompareError> {
         let started = std::time::Instant::now();
         let trees = [(Arc::clone(target), t.unit.clone()), (Arc::clone(golden), g.unit.clone())];
+        let mappings = Arc::clone(&self.opts.mappings);
         let read = SpawnedTask::spawn_blocking(move || {
             let tables = crate::threads::map_scoped(&trees, |(tree, unit)| tree.read(unit));
             let [t_tables, g_tables] =
@@ -349,7 +364,7 @@ impl Comparison {
                     }
                     Ok::<_, CompareError>([t_files, files_from_batches(std::slice::from_ref(&g.source), &[])?])
                 });
-                let plan = crate::join::in_memory::plan_in_memory(&tables[0], &tables[1]);
+                let plan = crate::join::in_memory::plan_in_memory(&tables[0], &tables[1], &mappings);
                 let contexts =
                     contexts.join().map_err(|_| CompareError::Stopped("reading the dump files' context".into()));
                 (plan, contexts)

@@ -38,6 +38,7 @@ pub mod write;
 
 pub use comparison::*;
 pub use job::{CompareJob, CompareReport, DivergenceJob, DivergenceReport, JobError, ModeChoice, Output, UnknownWord};
+pub use join::mapping::{read_mapping_file, MappingError, Mappings};
 pub use join::plan::compare_sql;
 pub use join::planned::{PlannedUnit, TableCounts};
 pub use table::cells::{Row, Rows};

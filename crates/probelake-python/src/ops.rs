@@ -6,7 +6,9 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use probelake_compare::runs::pairing::{Pick, UnitChoice, Words};
 use probelake_compare::write::results::ResultFormat;
-use probelake_compare::{CompareJob, DivergenceJob, ModeChoice, Output, UnknownWord};
+use probelake_compare::{
+    read_mapping_file, CompareJob, DivergenceJob, MappingError, Mappings, ModeChoice, Output, UnknownWord,
+};
 use probelake_msprobe::{export, import, ExportOptions, ImportOptions, NoProgress, Overrides, TreeLayout};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
@@ -146,7 +148,7 @@ fn unit_choice(units: Option<&Bound<'_, PyDict>>) -> Result<UnitChoice> {
 /// stream), the count of `error` rows, the files written under `out` (named as the CLI names
 /// them) and the notes on how the units were paired.
 #[pyfunction]
-#[pyo3(signature = (target, golden, out=None, mode=None, format=None, units=None, storage_options=None))]
+#[pyo3(signature = (target, golden, out=None, mode=None, format=None, units=None, storage_options=None, data_mapping=None, cell_mapping=None, bare_cell_mapping=false))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn compare<'py>(
     py: Python<'py>,
@@ -157,8 +159,21 @@ pub fn compare<'py>(
     format: Option<String>,
     units: Option<&Bound<'py, PyDict>>,
     storage_options: Option<&Bound<'py, PyDict>>,
+    data_mapping: Option<PathBuf>,
+    cell_mapping: Option<PathBuf>,
+    bare_cell_mapping: bool,
 ) -> PyResult<(PyArrowStream, usize, Vec<PathBuf>, Vec<String>)> {
     let storage = self::storage_options(storage_options)?;
+    let mapping_error = |e: MappingError| Error::argument(e.to_string());
+    let mut mappings = Mappings::default();
+    if let Some(file) = data_mapping {
+        mappings = mappings.with_data_mapping(read_mapping_file(&file).map_err(mapping_error)?);
+    }
+    if let Some(file) = cell_mapping {
+        mappings = mappings.with_cell_mapping(read_mapping_file(&file).map_err(mapping_error)?);
+    } else if bare_cell_mapping {
+        mappings = mappings.with_cell_mapping([]);
+    }
     let mode: ModeChoice =
         mode.as_deref().unwrap_or("auto").parse().map_err(|e: UnknownWord| Error::argument(e.to_string()))?;
     let format: ResultFormat =
@@ -168,8 +183,12 @@ pub fn compare<'py>(
         Some(dir) => Output::FilesAndTables { dir, format },
         None => Output::Tables,
     };
-    let job =
-        CompareJob::new(target, golden).storage(storage).mode(mode.mode()).units(unit_choice(units)?).output(output);
+    let job = CompareJob::new(target, golden)
+        .storage(storage)
+        .mode(mode.mode())
+        .units(unit_choice(units)?)
+        .mappings(mappings)
+        .output(output);
     let report = block_on(py, async move { job.run(&NoProgress).await })?.map_err(Error::from)?;
     let batches = report.tables.iter().map(|t| t.to_record_batch()).collect::<std::result::Result<Vec<_>, _>>();
     let batches = batches.map_err(Error::from)?;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use probelake_compare::write::results::ResultFormat;
-use probelake_compare::{CompareJob, ModeChoice, Output, UnitComparison};
+use probelake_compare::{read_mapping_file, CompareJob, Mappings, ModeChoice, Output, UnitComparison};
 
 use super::Context;
 use crate::progress::Bar;
@@ -45,6 +45,14 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "csv")]
     pub format: CompareFormat,
+    /// msprobe's -dm: a YAML of `npu_row_name: bench_row_name` lines (whole row names, as the
+    /// NPU Name and Bench Name columns show them) for runs that name rows otherwise.
+    #[arg(long = "data-mapping", value_name = "FILE")]
+    pub data_mapping: Option<PathBuf>,
+    /// msprobe's -cm: a YAML of `target_cell: golden_cell` lines that rename the module (cell)
+    /// part of the target's rows; without FILE, only the target's raw names are used.
+    #[arg(long = "cell-mapping", value_name = "FILE", num_args = 0..=1)]
+    pub cell_mapping: Option<Option<PathBuf>>,
     /// Which units are compared with which.
     #[command(flatten)]
     pub units: UnitArgs,
@@ -72,6 +80,11 @@ compare_result_{{timestamp}}.csv for a dump.json target; compare_result_rank{{R}
 for a process folder) side by side for the ranks of a step, in OUTDIR/step{{N}}/{{stage}}/ when
 several of the target's steps or stages are compared. The timestamp is local time, as msprobe's.
 
+--data-mapping and --cell-mapping are msprobe's -dm and -cm, with its rules for PyTorch dumps:
+the target's rows are keyed by their raw names (backward calls not renumbered, as msprobe keys
+them), --cell-mapping decides the key when both are given, and with --data-mapping pairs of
+different dtypes stay paired (docs/compare.md, section `Runs that name things otherwise`).
+
 Exit code: 0 when no row's Result is `error`, 1 when some are, 2 on errors.
 
 Examples:
@@ -79,7 +92,8 @@ Examples:
   probelake compare run/step1 run/step0 -o ./cmp          # rank folders by position
   probelake compare run/step0/rank1/dump.json run/step0/rank0/dump.json -o ./cmp
   probelake compare ./lake/run ./lake/run --target-step 2 --golden-step 1 -o ./cmp
-  probelake compare ./lake/npu ./lake/gpu --step 0 --target-rank 1 --golden-rank 0 -o ./cmp"
+  probelake compare ./lake/npu ./lake/gpu --step 0 --target-rank 1 --golden-rank 0 -o ./cmp
+  probelake compare npu/dump.json gpu/dump.json --cell-mapping cells.yaml -o ./cmp"
     )
 }
 
@@ -95,12 +109,22 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         CompareFormat::Parquet => Output::Files { dir: args.output.clone(), format: ResultFormat::Parquet },
     };
     let units = args.units.choice()?;
+    let mut mappings = Mappings::default();
+    if let Some(file) = &args.data_mapping {
+        mappings = mappings.with_data_mapping(read_mapping_file(file)?);
+    }
+    match &args.cell_mapping {
+        Some(None) => mappings = mappings.with_cell_mapping([]),
+        Some(Some(file)) => mappings = mappings.with_cell_mapping(read_mapping_file(file)?),
+        None => {}
+    }
     // The scheduler first: an unreachable one fails before any input is opened.
     let engine = args.cluster.engine().await?;
     let job = CompareJob::new(&args.target, &args.golden)
         .storage(ctx.storage.clone())
         .mode(args.mode.mode())
         .units(units)
+        .mappings(mappings)
         .output(output)
         .engine(engine);
     // Counted in the target's dump.json bytes, as import and export count.

@@ -13,7 +13,7 @@ use crate::runs::{pair_text, pairing_notes, RunPair};
 use crate::write::results::{
     local_timestamp, needs_folders, CompareQueue, Naming, ResultError, ResultFiles, ResultFormat,
 };
-use crate::{CompareMode, CompareOptions, Comparison, UnitComparison};
+use crate::{CompareMode, CompareOptions, Comparison, Mappings, UnitComparison};
 
 /// Where a [`CompareJob`]'s tables go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +59,7 @@ pub struct CompareJob {
     units: UnitChoice,
     output: Output,
     engine: Arc<dyn Engine>,
+    mappings: Mappings,
 }
 
 /// What a [`CompareJob`] did.
@@ -90,6 +91,7 @@ impl CompareJob {
             units: UnitChoice::default(),
             output: Output::Tables,
             engine: Arc::new(LocalEngine),
+            mappings: Mappings::default(),
         }
     }
 
@@ -117,6 +119,13 @@ impl CompareJob {
         self
     }
 
+    /// msprobe's `-dm` and `-cm`, for runs whose modules or APIs are named otherwise
+    /// ([`Mappings`]; none by default).
+    pub fn mappings(mut self, mappings: Mappings) -> Self {
+        self.mappings = mappings;
+        self
+    }
+
     /// Where the plans over two datasets run (by default in this process, [`LocalEngine`]).
     pub fn engine(mut self, engine: Arc<dyn Engine>) -> Self {
         self.engine = engine;
@@ -130,7 +139,7 @@ impl CompareJob {
         let notes = pairing_notes(&pairing);
         let pairs = &pairing.pairs;
         let target_is_file = runs.target_is_file();
-        let options = CompareOptions { mode: self.mode };
+        let options = CompareOptions { mode: self.mode, mappings: Arc::new(self.mappings) };
         let comparison = Arc::new(Comparison::of_runs(&runs.target, &runs.golden, options).with_engine(self.engine));
         let (dir, format, keep) = match &self.output {
             Output::Files { dir, format } => (Some(dir), Some(*format), false),

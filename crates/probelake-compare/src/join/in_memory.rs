@@ -22,6 +22,7 @@ use probelake_msprobe::UnitTables;
 
 use crate::join::leaves::SideLeaves;
 use crate::join::load::FileKey;
+use crate::join::mapping::Mappings;
 use crate::join::plan::{as_type, PlanOutput};
 use crate::threads::{cores, map_scoped};
 use crate::CompareError;
@@ -31,17 +32,18 @@ use probelake_query::msprobe::rows::KeyRules;
 /// for the same units in two datasets.
 ///
 /// [`plan::run_in`]: crate::join::plan::run_in
-pub(crate) fn plan_in_memory(t: &UnitTables, g: &UnitTables) -> Result<PlanOutput, CompareError> {
+pub(crate) fn plan_in_memory(t: &UnitTables, g: &UnitTables, mappings: &Mappings) -> Result<PlanOutput, CompareError> {
     let started = std::time::Instant::now();
-    let sides = map_scoped(&[t, g], |tables| KeyedSide::new(tables));
+    let mapped = (!mappings.is_empty()).then_some(mappings);
+    let sides = map_scoped(&[(t, mapped), (g, None)], |(tables, mappings)| KeyedSide::new(tables, *mappings));
     let [t, g] = <[_; 2]>::try_from(sides).map_err(|_| CompareError::Schema("two sides".into()))?;
     let (t, g) = (t?, g?);
     let keyed = started.elapsed();
     let rows = join(&t, &g)?;
     let joined = started.elapsed();
-    let output = PlanOutput::assemble([t.files, g.files], &rows, [t.leaves, g.leaves]);
+    let output = PlanOutput::assemble([t.files, g.files], &rows, [t.leaves, g.leaves])?;
     tracing::debug!(?keyed, ?joined, assembled = ?started.elapsed(), "compare leaves joined in memory");
-    output
+    Ok(output.checking_dtypes(mappings.checks_dtypes()))
 }
 
 /// One side's compared leaves with their join keys.
@@ -102,7 +104,9 @@ impl<'a> KeyColumns<'a> {
 }
 
 impl<'a> KeyedSide<'a> {
-    fn new(tables: &'a UnitTables) -> Result<Self, CompareError> {
+    /// The side's keyed leaves; with `mappings` (the target's, when a comparison has some),
+    /// every key is its raw item under them, none renumbered (msprobe's rule).
+    fn new(tables: &'a UnitTables, mappings: Option<&Mappings>) -> Result<Self, CompareError> {
         let columns: Vec<KeyColumns> = tables.dump.iter().map(KeyColumns::new).collect::<Result<_, _>>()?;
         let files = dump_files(tables, &columns)?;
         let mut rules = KeyRules::default();
@@ -141,6 +145,13 @@ impl<'a> KeyedSide<'a> {
         for seqs in groups.values_mut() {
             seqs.sort_unstable();
             seqs.dedup();
+        }
+        if let Some(mappings) = mappings {
+            for row in &mut rows {
+                row.key = Cow::Owned(mappings.target_key(row.item));
+            }
+            let leaves = SideLeaves::new(&tables.dump, &files, Some(&compared))?;
+            return Ok(KeyedSide { files, rows, leaves });
         }
         // Other rows' key is their item, as they were made; a backward row's is written anew.
         for (i, group) in backward {

@@ -4,6 +4,7 @@
 pub(crate) mod in_memory;
 pub(crate) mod leaves;
 pub(crate) mod load;
+pub(crate) mod mapping;
 pub(crate) mod plan;
 pub(crate) mod planned;
 pub(crate) mod prepared;

@@ -16,6 +16,7 @@ use probelake_format::Unit;
 
 use crate::join::leaves::{leaves_sql, SideLeaves};
 use crate::join::load::FileKey;
+use crate::join::mapping::{Mappings, TargetKey};
 use crate::join::prepared::{PairFiles, PlanHandle, PreparedPlans};
 use crate::threads::map_scoped;
 use crate::CompareError;
@@ -66,7 +67,7 @@ fn files_cte(p: &str, schema: &str, unit: &Unit) -> String {
 /// Only backward rows are ranked: the others' key is their item, and a window over all of them
 /// sorted and partitioned three quarters of a side for nothing (the window and its sort were
 /// half of the statement's time). Reading the side's leaves twice, once per branch, costs less.
-fn side_ctes(p: &str, schema: &str, unit: &Unit, with_dtype: bool) -> String {
+fn side_ctes(p: &str, schema: &str, unit: &Unit, with_dtype: bool, key: &str) -> String {
     let d = unit_filter("d", unit);
     let (dtype, keep) = match with_dtype {
         true => (format!(",\n                 {} AS cmp_dtype", dtype_cell()), ", l.cmp_dtype"),
@@ -93,7 +94,7 @@ fn side_ctes(p: &str, schema: &str, unit: &Unit, with_dtype: bool) -> String {
     FROM {p}_leaves WHERE backward_group IS NULL
 ),
 {p}_keyed AS (
-    SELECT *, msprobe_compare_key(name, item, backward_order) AS cmp_key
+    SELECT *, {key} AS cmp_key
     FROM {p}_ranked
 )",
         files_cte(p, schema, unit)
@@ -116,7 +117,7 @@ const ROW_ORDER: [&str; 7] = ["file_no", "t_seq", "t_state", "t_leaf", "g_seq", 
 /// (with `t_state`, `g_state`, the columns of the order). A leaf's `dump` columns are in the
 /// side's `dump` table at that `seq` and `leaf` of the `file_no`-th dump file of the unit.
 pub fn compare_sql(t: &Unit, g: &Unit) -> String {
-    format!("{}\nORDER BY {}", joined_sql(t, g, true), ROW_ORDER.join(", "))
+    format!("{}\nORDER BY {}", joined_sql(t, g, true, false), ROW_ORDER.join(", "))
 }
 
 /// [`compare_sql`] as the compare runs it: without its `ORDER BY`, since `run_in` orders the
@@ -125,7 +126,15 @@ pub fn compare_sql(t: &Unit, g: &Unit) -> String {
 /// `matched` is then true wherever a bench row has the key, and the compare applies the gate
 /// to the dtype cells of the sides it builds (`rows::dtype_gate`), so that the statement reads
 /// none of the leaves' columns.
-fn joined_sql(t: &Unit, g: &Unit, gated: bool) -> String {
+///
+/// With `mapped`, the target's key is `msprobe_target_key(item)`: its raw name under the
+/// comparison's mappings, registered in the pair's session (`mapping.rs`).
+fn joined_sql(t: &Unit, g: &Unit, gated: bool, mapped: bool) -> String {
+    const KEY: &str = "msprobe_compare_key(name, item, backward_order)";
+    let target_key = match mapped {
+        true => format!("{}(item)", TargetKey::NAME),
+        false => KEY.to_string(),
+    };
     let matched = match gated {
         true => {
             let (torch, ms) = (in_list(&TORCH_FLOATS), in_list(&MS_FLOATS));
@@ -145,8 +154,8 @@ SELECT t.file_no, t.name AS t_name, t.item AS t_item, g.name AS g_name, g.item A
        t.seq AS t_seq, t.state AS t_state, t.leaf AS t_leaf, g.seq AS g_seq, g.state AS g_state, g.leaf AS g_leaf
 FROM t_keyed t
 LEFT JOIN g_keyed g ON t.file_no = g.file_no AND t.cmp_key = g.cmp_key",
-        side_ctes("t", "target", t, gated),
-        side_ctes("g", "golden", g, gated),
+        side_ctes("t", "target", t, gated, &target_key),
+        side_ctes("g", "golden", g, gated, KEY),
     )
 }
 
@@ -182,6 +191,8 @@ pub(crate) struct PlanOutput {
     leaves: [SideLeaves; 2],
     /// file_no (1-based) → its rows, in msprobe's order.
     order: HashMap<i64, Vec<RowRef>>,
+    /// Whether a pair of incompatible dtypes is no match (msprobe's check; off with `-dm`).
+    checks_dtypes: bool,
 }
 
 /// A compare row: its batch and its row in that batch.
@@ -211,7 +222,7 @@ impl PlanOutput {
     /// The statistics of row `row`'s target side and, where it is matched, its bench side: what
     /// `self.row(row)` gives them, without the rest of the sides.
     pub(crate) fn stats(&self, row: RowRef) -> Result<([PyVal; 4], Option<[PyVal; 4]>), CompareError> {
-        self.columns(row)?.stats(row.1 as usize, &self.leaves)
+        self.columns(row)?.stats(row.1 as usize, &self.leaves, self.checks_dtypes)
     }
 
     fn columns(&self, (b, _): RowRef) -> Result<&RowColumns, CompareError> {
@@ -246,11 +257,13 @@ pub(crate) async fn run_in(
     prepared: &PreparedPlans,
     t: &Unit,
     g: &Unit,
+    mappings: &Mappings,
 ) -> Result<PlanOutput, CompareError> {
     let started = std::time::Instant::now();
     // The join last: a task spawned last is the first its worker runs, and the join's
     // planning is the long one; the other core takes the three short plans and runs them.
-    let sqls = [leaves_sql("target", t), leaves_sql("golden", g), files_sql(t, g), joined_sql(t, g, false)];
+    let joined = joined_sql(t, g, false, !mappings.is_empty());
+    let sqls = [leaves_sql("target", t), leaves_sql("golden", g), files_sql(t, g), joined];
     let handles = prepared.start(session, files, &sqls.each_ref().map(String::as_str))?;
     let planning = handles.iter().any(PlanHandle::is_planning);
     let [t_leaves, g_leaves, files_plan, compare_plan] =
@@ -282,7 +295,8 @@ pub(crate) async fn run_in(
     let jobs = [(&t_leaves, &target_files), (&g_leaves, &golden_files)];
     let [t_leaves, g_leaves] = <[_; 2]>::try_from(map_scoped(&jobs, |(b, f)| SideLeaves::new(b, f, None)))
         .map_err(|_| CompareError::Schema("two sides".into()))?;
-    PlanOutput::assemble([target_files, golden_files], &batches, [t_leaves?, g_leaves?])
+    let output = PlanOutput::assemble([target_files, golden_files], &batches, [t_leaves?, g_leaves?])?;
+    Ok(output.checking_dtypes(mappings.checks_dtypes()))
 }
 
 impl PlanOutput {
@@ -316,7 +330,14 @@ impl PlanOutput {
             batches,
             leaves: [t_leaves, g_leaves],
             order,
+            checks_dtypes: true,
         })
+    }
+
+    /// The output with msprobe's dtype check on or off.
+    pub(crate) fn checking_dtypes(mut self, yes: bool) -> Self {
+        self.checks_dtypes = yes;
+        self
     }
 }
 
@@ -450,8 +471,13 @@ impl RowColumns {
         Ok((side(npu), bench.map(side)))
     }
 
-    fn stats(&self, i: usize, leaves: &[SideLeaves; 2]) -> Result<([PyVal; 4], Option<[PyVal; 4]>), CompareError> {
-        let (npu, bench) = self.leaves_of(i, leaves, None)?;
+    fn stats(
+        &self,
+        i: usize,
+        leaves: &[SideLeaves; 2],
+        checks_dtypes: bool,
+    ) -> Result<([PyVal; 4], Option<[PyVal; 4]>), CompareError> {
+        let (npu, bench) = self.leaves_of(i, leaves, if checks_dtypes { None } else { Some(true) })?;
         let stats = |(item, _, leaf): RowLeaf<'_>| leaf_stats(item, &leaf);
         Ok((stats(npu), bench.map(stats)))
     }

@@ -115,6 +115,8 @@ def compare(
     target_rank: int | None = None,
     golden_rank: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    data_mapping: str | os.PathLike[str] | None = None,
+    cell_mapping: str | os.PathLike[str] | bool | None = None,
 ) -> Comparison:
     """`probelake compare`: compares `target` with `golden` (datasets, or msprobe folders and
     dump.json files, read in place and compared in memory), their units paired as the command line pairs them:
@@ -122,11 +124,19 @@ def compare(
     by equal (step, stage, rank). `step`/`stage`/`rank` keep only the target units with that
     value; `target_X` with `golden_X` compares the target's X with the golden run's (both or
     neither). With `out`, writes msprobe's result files there in `format`, named and stamped
-    (local time) as the command line names them; on an error none are left."""
+    (local time) as the command line names them; on an error none are left.
+
+    `data_mapping` and `cell_mapping` are msprobe's `-dm` and `-cm` (a .yaml file of
+    `npu_row_name: bench_row_name`, or of `target_cell: golden_cell`; `cell_mapping=True` is a
+    bare `-cm`), for runs that name modules or APIs otherwise, with msprobe 26.2's rules
+    (docs/compare.md)."""
     opts = dict(storage_options) if storage_options is not None else None
     units = _units(
         step, stage, rank, (target_step, target_stage, target_rank), (golden_step, golden_stage, golden_rank)
     )
+    if cell_mapping is not None and not isinstance(cell_mapping, (bool, str, os.PathLike)):
+        raise ArgumentError(f"cell_mapping: expected a .yaml path or True, got {cell_mapping!r}")
+    cells = None if cell_mapping is None or isinstance(cell_mapping, bool) else os.fspath(cell_mapping)
     data, errors, files, notes = _internal.compare(
         _uri(target),
         _uri(golden),
@@ -135,6 +145,9 @@ def compare(
         format,
         units,
         opts,
+        os.fspath(data_mapping) if data_mapping is not None else None,
+        cells,
+        cell_mapping is True,
     )
     return Comparison(read_all(data), errors, [Path(f) for f in files], list(notes))
 

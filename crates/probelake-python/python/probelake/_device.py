@@ -10,9 +10,10 @@ allocated on another stream is marked with `record_stream`, so the allocator doe
 memory out before the copy has run.
 
 Only device-generic torch calls are used (`tensor.device`, `torch.get_device_module(device)`
-and its `current_stream`, `Event` and `stream`, `Tensor.record_stream`); nothing names CUDA. CPU tensors can be sent down the same path (`stage`, `Staging.copy`,
-`probelake._device_stats`) to test it without an accelerator: the same torch ops and
-buffers, the "non-blocking" copies complete at once and the events are already done.
+and its `current_stream`, `Event` and `stream`, `Tensor.record_stream`); nothing names CUDA.
+CPU tensors can be sent down the same path (`stage`, `Staging.copy`,
+`probelake._device_stats`) to test it without an accelerator: the same torch ops and buffers,
+the "non-blocking" copies complete at once and the events are already done.
 """
 
 from __future__ import annotations

@@ -98,6 +98,9 @@ def compare(
     format: str | None = None,
     units: dict[str, int | str | None] | None = None,
     storage_options: StorageOptions = None,
+    data_mapping: str | None = None,
+    cell_mapping: str | None = None,
+    bare_cell_mapping: bool = False,
 ) -> tuple[ArrowStream, int, list[Path], list[str]]: ...
 def divergence(
     target: str,
