@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::error::DataFusionError;
-use probelake_format::{CommitRecord, FormatError, Lake, Unit};
+use probelake_format::{CommitRecord, Lake, Unit};
 use probelake_msprobe::{MsprobeError, UnitTables};
 
 use probelake_query::session::{Engine, LocalEngine, Run, RunSession};
@@ -19,23 +19,13 @@ use crate::runs::{DumpTree, OpenedRun, RunSource};
 use crate::join::mapping::{Mappings, TargetKey};
 use crate::join::planned::PlannedUnit;
 use crate::table::cells::Rows;
+use crate::{CompareError, CompareMode};
 
 use crate::join::load::{
     files_from_batches, read_files, read_tensors, tensors_from_batches, DumpFile, FileKey, Stacks,
 };
 use crate::join::prepared::{PairFiles, PreparedPlans};
 use crate::table::build::header;
-
-/// Which table msprobe writes (§2.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompareMode {
-    /// `task: statistics` without md5 fields: diffs of Max/Min/Mean/Norm.
-    Statistics,
-    /// `task: statistics` with `md5` fields: CRC-32 equality.
-    Md5,
-    /// `task: tensor`: metrics over the dumped tensors.
-    Tensor,
-}
 
 /// How to compare.
 #[derive(Debug, Clone, Default)]
@@ -88,69 +78,6 @@ pub(crate) fn result_column(header: &[String]) -> Option<usize> {
 /// The rows of `rows` whose cell `result` (the `Result` column) is `verdict`.
 pub(crate) fn rows_with_result(rows: &Rows, result: Option<usize>, verdict: &str) -> usize {
     result.map_or(0, |c| rows.iter().filter(|r| r.get(c) == Some(verdict)).count())
-}
-
-/// Why a comparison failed.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum CompareError {
-    /// Reading a dataset failed.
-    #[error(transparent)]
-    Format(#[from] FormatError),
-    /// A data file does not have the columns the format promises.
-    #[error("unexpected dataset schema: {0}")]
-    Schema(String),
-    /// Arrow failed while reading columns.
-    #[error(transparent)]
-    Arrow(#[from] datafusion::arrow::error::ArrowError),
-    /// The comparison plan failed.
-    #[error(transparent)]
-    Query(#[from] probelake_query::QueryError),
-    /// A unit holds no dump file.
-    #[error("{side} unit {unit} holds no dump file")]
-    NoData {
-        /// `target` or `golden`.
-        side: &'static str,
-        /// The unit.
-        unit: String,
-    },
-    /// The two units hold different numbers of dump files.
-    #[error("target unit holds {target} dump files, golden unit {golden}; msprobe pairs them by position")]
-    FileCount {
-        /// Dump files on the target side.
-        target: usize,
-        /// Dump files on the golden side.
-        golden: usize,
-    },
-    /// The two sides were dumped with different tasks or one has md5 fields and the other not.
-    #[error("cannot compare a {target} dump with a {golden} dump")]
-    ModeMismatch {
-        /// The target's mode or task.
-        target: String,
-        /// The golden's mode or task.
-        golden: String,
-    },
-    /// msprobe cannot compare this task (e.g. `structure`).
-    #[error("msprobe compare does not support task `{0}`")]
-    Unsupported(String),
-    /// Writing the table failed.
-    #[error("writing the table: {0}")]
-    Write(#[from] std::io::Error),
-    /// A comparison's task ended without a result (it panicked or was cancelled).
-    #[error("a comparison task stopped: {0}")]
-    Stopped(String),
-    /// Encoding an .xlsx workbook failed.
-    #[error("writing the workbook: {0}")]
-    Xlsx(String),
-    /// msprobe files read in place could not be read.
-    #[error(transparent)]
-    Read(Box<MsprobeError>),
-    /// Mapping options with plans that run on a cluster (its executors have no such function).
-    #[error("the mapping options (data and cell mappings) apply in this process only: compare without the cluster")]
-    MappingsOnCluster,
-    /// One side is a dataset and the other msprobe files read in place.
-    #[error("a dataset cannot be compared with msprobe files read in place: open both runs with `RunPair::open`")]
-    MixedSources,
 }
 
 fn unit_text(u: &Unit) -> String {

@@ -29,16 +29,20 @@
 
 mod comparison;
 pub mod divergence;
+mod error;
 mod job;
 mod join;
+mod mode;
 pub mod runs;
 mod table;
 mod threads;
 pub mod write;
 
 pub use comparison::*;
+pub use error::CompareError;
 pub use job::{CompareJob, CompareReport, DivergenceJob, DivergenceReport, JobError, ModeChoice, Output, UnknownWord};
 pub use join::mapping::{read_mapping_file, MappingError, Mappings};
 pub use join::plan::compare_sql;
 pub use join::planned::{PlannedUnit, TableCounts};
+pub use mode::CompareMode;
 pub use table::cells::{Row, Rows};

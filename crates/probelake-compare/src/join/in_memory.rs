@@ -20,10 +20,11 @@ use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema
 use datafusion::common::HashMap;
 use probelake_msprobe::UnitTables;
 
+use crate::join::columns::as_type;
 use crate::join::leaves::SideLeaves;
 use crate::join::load::FileKey;
 use crate::join::mapping::Mappings;
-use crate::join::plan::{as_type, PlanOutput};
+use crate::join::plan::PlanOutput;
 use crate::threads::{cores, map_scoped};
 use crate::CompareError;
 use probelake_query::msprobe::rows::KeyRules;

@@ -11,13 +11,23 @@ use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::HashMap;
 use probelake_format::Unit;
 
+use crate::join::columns::as_type;
 use crate::join::load::FileKey;
-use crate::join::plan::{as_type, unit_filter};
 use crate::CompareError;
 use probelake_query::msprobe::leaf_side::{LeafArrays, LeafColumns, LEAF_COLUMNS};
 
 /// The SQL of one side's compared leaves (schema `target` or `golden`): where they are and
 /// their [`LEAF_COLUMNS`].
+/// `step = … AND stage = '…' AND rank = …` for a table alias.
+pub(crate) fn unit_filter(alias: &str, unit: &Unit) -> String {
+    format!(
+        "{alias}.step = {} AND {alias}.stage = '{}' AND {alias}.rank = {}",
+        unit.step,
+        unit.stage.replace('\'', "''"),
+        unit.rank
+    )
+}
+
 pub(crate) fn leaves_sql(schema: &str, unit: &Unit) -> String {
     format!(
         "SELECT d.inner_step, d.pid, d.seq, d.leaf, {}

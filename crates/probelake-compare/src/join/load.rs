@@ -5,12 +5,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, Int64Array, LargeBinaryArray, ListArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, Int64Array, LargeBinaryArray, ListArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use probelake_format::{CommitRecord, Lake, Table};
 use probelake_msprobe::StackFrames;
 
+use crate::join::columns::{column, strings, typed};
 use crate::CompareError;
 use probelake_query::msprobe::pyfmt::push_py_str_list;
 
@@ -38,27 +39,6 @@ pub(crate) struct TensorData {
     pub dtype: String,
     pub shape: Vec<i64>,
     pub data: Vec<u8>,
-}
-
-fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef, CompareError> {
-    batch.column_by_name(name).ok_or_else(|| CompareError::Schema(format!("column `{name}` missing")))
-}
-
-/// A string column as plain Utf8 (Parquet readers may hand out dictionaries or views).
-fn strings(batch: &RecordBatch, name: &str) -> Result<StringArray, CompareError> {
-    let col = column(batch, name)?;
-    let col = cast(col, &DataType::Utf8)?;
-    col.as_any()
-        .downcast_ref::<StringArray>()
-        .cloned()
-        .ok_or_else(|| CompareError::Schema(format!("column `{name}` is not a string")))
-}
-
-fn typed<'b, T: 'static>(batch: &'b RecordBatch, name: &str) -> Result<&'b T, CompareError> {
-    column(batch, name)?
-        .as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| CompareError::Schema(format!("column `{name}` has an unexpected type")))
 }
 
 fn opt_str(a: &StringArray, i: usize) -> Option<&str> {

@@ -1,6 +1,7 @@
 //! Both sides' leaves matched as msprobe compare matches them: a DataFusion plan over two
 //! datasets, or the same rules in memory for msprobe files read in place.
 
+pub(crate) mod columns;
 pub(crate) mod in_memory;
 pub(crate) mod leaves;
 pub(crate) mod load;

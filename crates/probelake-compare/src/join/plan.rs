@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::physical_plan::collect;
 use probelake_format::Unit;
 
-use crate::join::leaves::{leaves_sql, SideLeaves};
+use crate::join::columns::as_type;
+use crate::join::leaves::{leaves_sql, unit_filter, SideLeaves};
 use crate::join::load::FileKey;
 use crate::join::mapping::{Mappings, TargetKey};
 use crate::join::prepared::{PairFiles, PlanHandle, PreparedPlans};
@@ -25,16 +25,6 @@ use probelake_query::msprobe::pyfmt::PyVal;
 use probelake_query::msprobe::rows::{dtype_gate, MatchedRow, MS_FLOATS, TORCH_FLOATS};
 use probelake_query::session::RunSession;
 use probelake_query::QueryError;
-
-/// `step = … AND stage = '…' AND rank = …` for a table alias.
-pub(crate) fn unit_filter(alias: &str, unit: &Unit) -> String {
-    format!(
-        "{alias}.step = {} AND {alias}.stage = '{}' AND {alias}.rank = {}",
-        unit.step,
-        unit.stage.replace('\'', "''"),
-        unit.rank
-    )
-}
 
 /// The dtype cell of a leaf (`msprobe_compare_dtype`), read from its `dump` columns (in
 /// [`LEAF_COLUMNS`] order, as `LeafArrays::from_columns` reads them): a tensor
@@ -228,15 +218,6 @@ impl PlanOutput {
     fn columns(&self, (b, _): RowRef) -> Result<&RowColumns, CompareError> {
         self.batches.get(b as usize).ok_or_else(|| CompareError::Schema(format!("no plan batch {b}")))
     }
-}
-
-fn column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b ArrayRef, CompareError> {
-    batch.column_by_name(name).ok_or_else(|| CompareError::Schema(format!("plan column `{name}` missing")))
-}
-
-/// Column `name` of `batch` as type `t` (`cast` hands one of that type back as it is).
-pub(crate) fn as_type(batch: &RecordBatch, name: &str, t: &DataType) -> Result<ArrayRef, CompareError> {
-    Ok(cast(column(batch, name)?, t)?)
 }
 
 fn opt_i64(a: &ArrayRef, i: usize) -> Option<i64> {
