@@ -1,6 +1,6 @@
 //! Which table msprobe compare writes.
 
-/// Which table msprobe writes (§2.2).
+/// Which table msprobe writes (docs/msprobe-compare.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompareMode {
     /// `task: statistics` without md5 fields: diffs of Max/Min/Mean/Norm.

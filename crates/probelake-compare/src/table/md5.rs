@@ -1,4 +1,4 @@
-//! MD5 mode (§8): msprobe's "md5" is a CRC-32, compared as text.
+//! MD5 mode (docs/msprobe-compare.md §7): msprobe's "md5" is a CRC-32, compared as text.
 
 use probelake_query::msprobe::rows::Side;
 

@@ -1,4 +1,4 @@
-//! The 26.x rule engine (§9.1) that overwrites `Result` and `Err_message` of every row.
+//! The 26.x rule engine (docs/msprobe-compare.md §9) that overwrites `Result` and `Err_message` of every row.
 //!
 //! Rows are grouped by dump key; output rows are those whose NPU name contains `.output.`.
 //! Metric-level messages ("No bench data matched." …) never reach the output in 26.x, so
@@ -125,7 +125,7 @@ impl Verdict {
         }
     }
 
-    /// Appends the `Err_message` cell, Python's `str()` of the list of messages.
+    /// Appends the `Err_message` cell: the list of messages as msprobe writes it (`json.dumps`).
     pub(crate) fn write_messages(&self, out: &mut String) {
         out.push('[');
         for (i, m) in self.messages.iter().enumerate() {

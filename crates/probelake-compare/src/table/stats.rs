@@ -1,8 +1,8 @@
-//! Statistics mode (§6): per statistic a diff text and a relative-error text.
+//! Statistics mode (docs/msprobe-compare.md §6): per statistic a diff text and a relative-error text.
 
 use probelake_query::msprobe::pyfmt::{float_repr, py_float, PyVal};
 
-/// How §6.3 classifies a statistic's text.
+/// How docs/msprobe-compare.md §6.2 classifies a statistic's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
     Nan,

@@ -1,4 +1,4 @@
-//! Tensor mode (§7): the six metrics msprobe computes from the two tensor files.
+//! Tensor mode (docs/msprobe-compare.md §8): the six metrics msprobe computes from the two tensor files.
 //!
 //! Precision follows 26.2: Cosine, EucDist and MaxAbsErr in float64; the relative error in
 //! `result_type(npu, bench, float32)` — float32 for fp16/bf16/fp32 data, so the subtraction and

@@ -1,4 +1,4 @@
-//! The per-row rules of msprobe's compare (semantics §4, §5.1): the cells a leaf yields
+//! The per-row rules of msprobe's compare (docs/msprobe-compare.md §3, §4): the cells a leaf yields
 //! (synthetic fields of non-tensors), its state order and its join key with backward
 //! renumbering. The SQL functions of `crate::udf` (`msprobe_compare_*`) wrap them; the join
 //! itself is the DataFusion plan of `compare::plan`.
@@ -47,7 +47,7 @@ impl Side<'_> {
     }
 }
 
-/// The direction of a dump key from its last two segments (§4.1); `None` drops the key.
+/// The direction of a dump key from its last two segments (docs/msprobe-compare.md §3.1); `None` drops the key.
 fn key_direction(key: &str) -> Option<&'static str> {
     let (_, second, last) = split_last_two(key);
     let second = second.unwrap_or_default();
@@ -89,7 +89,7 @@ impl<'a> KeyRules<'a> {
         self.direction
     }
 
-    /// msprobe's order of a leaf inside its entry (§5.1): 0 input (`input_args`,
+    /// msprobe's order of a leaf inside its entry (docs/msprobe-compare.md §3.4): 0 input (`input_args`,
     /// `input_kwargs`, `input`, debug values), 1 `parameters`, 2 `output`, 3 fields of a
     /// `parameters_grad` entry; `None` when the entry has no direction (msprobe drops it).
     pub fn compare_state(&mut self, name: &'a str, section: &str) -> Option<i32> {
@@ -107,7 +107,7 @@ impl<'a> KeyRules<'a> {
         (self.direction(name)? == "backward").then(|| split_last_two(name).0)
     }
 
-    /// Appends the join key of a row (§5.1) to `out`: its item name, where for a backward
+    /// Appends the join key of a row (docs/msprobe-compare.md §4.1) to `out`: its item name, where for a backward
     /// entry the call number is replaced by `order`, the entry's rank among the backward
     /// entries of its group in file order. Returns false, writing nothing, when the entry has
     /// no direction (msprobe drops it). The SQL function writes the keys straight into its
@@ -156,7 +156,7 @@ pub const TORCH_FLOATS: [&str; 4] = ["torch.float16", "torch.float32", "torch.fl
 /// The MindSpore float dtypes, which msprobe lets match each other.
 pub const MS_FLOATS: [&str; 4] = ["Float16", "Float32", "Float64", "BFloat16"];
 
-/// msprobe's dtype gate (§5.1): whether a bench leaf with the target leaf's key is its match,
+/// msprobe's dtype gate (docs/msprobe-compare.md §4.3): whether a bench leaf with the target leaf's key is its match,
 /// from the two dtype cells (`None` for a JSON null leaf): the same dtype, or two floats of
 /// one framework.
 pub fn dtype_gate(npu: Option<&str>, bench: Option<&str>) -> bool {
@@ -180,7 +180,7 @@ pub fn dtype_of(item: &str, leaf_json: &str) -> Option<String> {
     })
 }
 
-/// Builds one side of a row from its item name, entry name and leaf JSON (§4.2 "Leaf row fields").
+/// Builds one side of a row from its item name, entry name and leaf JSON (docs/msprobe-compare.md §3.3).
 pub fn side_of<'a>(item: &'a str, name: &'a str, leaf_json: &str) -> Side<'a> {
     let arena = Arena::new();
     let parsed = json::parse(leaf_json.as_bytes(), &arena).ok();
@@ -263,7 +263,7 @@ pub struct Synthetic {
     pub md5: Option<String>,
 }
 
-/// Synthetic dtype, shape, statistics and md5 of a non-tensor leaf of type `kind` (§4.2).
+/// Synthetic dtype, shape, statistics and md5 of a non-tensor leaf of type `kind` (docs/msprobe-compare.md §3.3).
 pub fn synthetic_fields(item: &str, kind: &str, value: Option<&Node<'_>>, group_ranks: Option<&Node<'_>>) -> Synthetic {
     let class = Presented::of(item, kind);
     let (shape, md5) = match class {
