@@ -441,21 +441,10 @@ impl CopyCompletion for StagedCopy {
     }
 }
 
-/// The dtypes `probelake._device_stats` summarizes on a device.
+/// The dtypes `probelake._device_stats` summarizes on a device: those with statistics, but
+/// complex (whose magnitudes msprobe reduces on the host).
 fn device_statistics(dtype: DType) -> bool {
-    matches!(
-        dtype,
-        DType::F32
-            | DType::F16
-            | DType::BF16
-            | DType::F64
-            | DType::I8
-            | DType::I16
-            | DType::I32
-            | DType::I64
-            | DType::U8
-            | DType::Bool
-    )
+    dtype.has_statistics() && !matches!(dtype, DType::Complex64 | DType::Complex128)
 }
 
 /// A `probelake._device_stats.Row`: its `values()` waits for the device's copy and gives Max,

@@ -141,14 +141,13 @@ impl CompareJob {
         let target_is_file = runs.target_is_file();
         let options = CompareOptions { mode: self.mode, mappings: Arc::new(self.mappings) };
         let comparison = Arc::new(Comparison::of_runs(&runs.target, &runs.golden, options).with_engine(self.engine));
-        let (dir, format, keep) = match &self.output {
-            Output::Files { dir, format } => (Some(dir), Some(*format), false),
-            Output::Tables => (None, None, true),
-            Output::FilesAndTables { dir, format } => (Some(dir), Some(*format), true),
-        };
-        let mut files = match (dir, format) {
-            (Some(dir), Some(format)) => Some(ResultFiles::new(dir, format, needs_folders(pairs), local_timestamp())),
-            _ => None,
+        // Tables are kept unless only files are asked for; then each is written as it is built.
+        let keep = !matches!(self.output, Output::Files { .. });
+        let mut files = match &self.output {
+            Output::Files { dir, format } | Output::FilesAndTables { dir, format } => {
+                Some(ResultFiles::new(dir, *format, needs_folders(pairs), local_timestamp()))
+            }
+            Output::Tables => None,
         };
         let mut tables = Vec::new();
         progress.start(pairs.iter().map(|p| p.target.counts.json_bytes).sum(), pairs.len());
@@ -157,24 +156,23 @@ impl CompareJob {
         while let Some((pair, planned)) = queue.next().await {
             let (t, g) = (pair.target, pair.golden);
             let compare_error = |source| JobError::Compare { what: pair_text(t, g), source: Box::new(source) };
+            // A failure to build the rows is the pair's; one to write them, the files'.
+            let files_error = |e| match e {
+                ResultError::Compare(source) => JobError::Compare { what: pair_text(t, g), source },
+                e => JobError::Files(e),
+            };
             let naming = Naming::of(pair, pairing.rule, target_is_file);
             let added = match planned {
                 Err(e) => Err(compare_error(e)),
                 Ok(planned) if keep => planned.collect().map_err(compare_error).and_then(|table| {
                     if let Some(files) = files.as_mut() {
-                        files.add_table(&table, &table.target_files, naming).map_err(|e| match e {
-                            ResultError::Compare(e) => JobError::Compare { what: pair_text(t, g), source: e },
-                            e => JobError::Files(e),
-                        })?;
+                        files.add_table(&table, &table.target_files, naming).map_err(files_error)?;
                     }
                     tables.push(table);
                     Ok(())
                 }),
                 Ok(planned) => match files.as_mut() {
-                    Some(files) => files.add(planned, naming).map_err(|e| match e {
-                        ResultError::Compare(e) => JobError::Compare { what: pair_text(t, g), source: e },
-                        e => JobError::Files(e),
-                    }),
+                    Some(files) => files.add(planned, naming).map_err(files_error),
                     None => Ok(()),
                 },
             };
@@ -199,9 +197,9 @@ impl CompareJob {
             }
             return Err(e);
         }
+        // The files count the `error` rows of what they were written from.
         let (errors, files) = match files {
-            Some(files) if !keep => files.finish(),
-            Some(files) => (tables.iter().map(|t| t.rows_with_result("error")).sum(), files.finish().1),
+            Some(files) => files.finish(),
             None => (tables.iter().map(|t| t.rows_with_result("error")).sum(), Vec::new()),
         };
         Ok(CompareReport { compared: pairs.len(), skipped: pairing.skipped.clone(), notes, errors, files, tables })

@@ -29,7 +29,8 @@ Stats = tuple[Any, Any, Any, Any]
 # How a row's integers turn back into values: the dtype's bits, or plain integers.
 _FLOAT_BITS = ("torch.float32", "torch.float16", "torch.bfloat16", "torch.float64")
 _INTEGER = ("torch.int8", "torch.int16", "torch.int32", "torch.int64", "torch.uint8")
-#: The dtypes this path summarizes.
+#: The dtypes this path summarizes; fast mode's host path (`_internal.tensor_summary`) takes
+#: the same ones, so a tensor's dtype sends it to msprobe or to probelake alike on either.
 DTYPES = frozenset((*_FLOAT_BITS, *_INTEGER, "torch.bool"))
 
 

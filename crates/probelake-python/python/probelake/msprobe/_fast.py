@@ -23,12 +23,11 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from .. import _internal
 from .._device import Staging
-from .._device_stats import DTYPES as DEVICE_DTYPES
-from .._device_stats import Row
+from .._device_stats import DTYPES, Row
 from ._device_path import DevicePath
 
 log = logging.getLogger("probelake.msprobe")
@@ -42,18 +41,34 @@ Summary = tuple[Any, Any, Any, Any, "str | None"]
 # How many recent tensors' statistics are remembered.
 _RECENT = 256
 
-_DTYPES = {
-    "torch.float32",
-    "torch.float16",
-    "torch.bfloat16",
-    "torch.float64",
-    "torch.int8",
-    "torch.int16",
-    "torch.int32",
-    "torch.int64",
-    "torch.uint8",
-    "torch.bool",
-}
+V = TypeVar("V")
+
+
+class RecentTensors(Generic[V]):
+    """What was computed for the last `_RECENT` tensors, by object and version: a tensor seen
+    again unchanged (same object, same `_version`; an op's output is the next op's input)
+    finds it. A weak reference to each: holding the tensors would keep a step's activations
+    alive longer (and make torch allocate fresh memory for the next ones); a dead one never
+    matches, so a new tensor that reuses its id is not mistaken for it."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[int, int], tuple[weakref.ref[Any], V]] = OrderedDict()
+
+    def get(self, data: Any) -> V | None:
+        key = (id(data), data._version)
+        hit = self._entries.get(key)
+        if hit is None or hit[0]() is not data:
+            return None
+        self._entries.move_to_end(key)
+        return hit[1]
+
+    def put(self, data: Any, value: V) -> None:
+        self._entries[(id(data), data._version)] = (weakref.ref(data), value)
+        if len(self._entries) > _RECENT:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 class Statistics:
@@ -62,16 +77,14 @@ class Statistics:
 
     def __init__(self, const: Any) -> None:
         self.const = const
-        self._recent: OrderedDict[tuple[int, int], tuple[weakref.ref[Any], Summary]] = OrderedDict()
+        self._recent: RecentTensors[Summary] = RecentTensors()
 
     def of(self, data: Any, crc32: bool = False) -> Summary | None:
         """Max, Min, Mean, Norm (and with `crc32`, msprobe's md5 field) of a CPU tensor that
         `FastPath.path` sent here; None for an empty one."""
-        key = (id(data), data._version)
-        hit = self._recent.get(key)
-        if hit is not None and hit[0]() is data and (hit[1][4] is not None or not crc32):
-            self._recent.move_to_end(key)
-            return hit[1]
+        hit = self._recent.get(data)
+        if hit is not None and (hit[4] is not None or not crc32):
+            return hit
         t = data.detach()
         if not t.is_contiguous():
             t = t.contiguous()
@@ -79,12 +92,7 @@ class Statistics:
         if not numel:
             return None
         values = _internal.tensor_summary(str(t.dtype), t.data_ptr(), numel * t.element_size(), t.dim() == 0, crc32)
-        # A weak reference: holding the tensors would keep a step's activations alive longer
-        # (and make torch allocate fresh memory for the next ones); a dead one never matches,
-        # so a new tensor that reuses its id is not mistaken for it.
-        self._recent[key] = (weakref.ref(data), values)
-        if len(self._recent) > _RECENT:
-            self._recent.popitem(last=False)
+        self._recent.put(data, values)
         return values
 
     def forget(self) -> None:
@@ -109,8 +117,7 @@ class FastPath:
         self._strided = torch.strided
         self._warned: set[str] = set()
         # Recent device tensors' rows and CRCs, as `Statistics` remembers CPU tensors' values.
-        self._recent: OrderedDict[tuple[int, int], tuple[weakref.ref[Any], Row | None, Future[str | None] | None]]
-        self._recent = OrderedDict()
+        self._recent: RecentTensors[tuple[Row | None, Future[str | None] | None]] = RecentTensors()
 
     def path(self, data: Any, config: Any, precision: Any) -> tuple[Path, str]:
         """The path for `data`, and when that is msprobe's, why."""
@@ -128,13 +135,10 @@ class FastPath:
             return "msprobe", "summary_mode: xor"
         if self._functorch.is_batchedtensor(data) or self._functorch.is_gradtrackingtensor(data):
             return "msprobe", "functorch-wrapped tensor"
-        if data.is_cpu and self.device_path == "auto":
-            if dtype in _DTYPES:
-                return "host", ""
+        # One set of dtypes for both paths: those msprobe reduces, but complex and float8.
+        if dtype not in DTYPES:
             return "msprobe", f"dtype {dtype}"
-        if dtype in DEVICE_DTYPES:
-            return "device", ""
-        return "msprobe", f"dtype {dtype}"
+        return ("host", "") if data.is_cpu and self.device_path == "auto" else ("device", "")
 
     def warn_fallback(self, data: Any, reason: str) -> None:
         """Warns once per reason when an accelerator tensor is left to msprobe (which counts
@@ -150,17 +154,13 @@ class FastPath:
     def on_device(self, data: Any, crc32: bool) -> tuple[Row | None, Future[str | None] | None]:
         """The statistics row (and with `crc32`, the md5 field's future) of a tensor sent to
         the device path; one tensor seen again unchanged reuses them."""
-        key = (id(data), data._version)
-        hit = self._recent.get(key)
-        if hit is not None and hit[0]() is data and (hit[2] is not None or not crc32):
-            self._recent.move_to_end(key)
-            return hit[1], hit[2]
+        hit = self._recent.get(data)
+        if hit is not None and (hit[1] is not None or not crc32):
+            return hit
         t = data.detach()
         row = self.device.stat_row(t)
         crc = self.device.crc32(t) if crc32 else None
-        self._recent[key] = (weakref.ref(data), row, crc)
-        if len(self._recent) > _RECENT:
-            self._recent.popitem(last=False)
+        self._recent.put(data, (row, crc))
         return row, crc
 
     def seal(self) -> None:
