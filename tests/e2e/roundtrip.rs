@@ -58,3 +58,16 @@ fn export_refuses_to_overwrite_without_force() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
     cli::ok([Path::new("export"), &ds, &out, Path::new("--force"), Path::new("-q")]);
 }
+
+#[test]
+fn msprobe_26_runs_kept_in_the_repository_round_trip_byte_for_byte() {
+    // Real msprobe 26.2 output, kept under tests/data: rank folders with dump.json, stack.json,
+    // construct.json and, for tensor dumps, dump_tensor_data/. One was cut to its last APIs, so
+    // its grouped stack.json has no group "0".
+    let runs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/compare-ref/mapping/runs");
+    let mut names: Vec<_> = std::fs::read_dir(&runs).expect("runs").map(|e| e.expect("entry").path()).collect();
+    names.sort();
+    assert!(names.len() >= 10, "{}: {names:?}", runs.display());
+    let files: usize = names.iter().map(|run| round_trip(run)).sum();
+    assert!(files >= names.len() * 3, "only {files} files compared");
+}

@@ -74,7 +74,14 @@ pub fn take_apart_stack<'a>(doc: &'a Node<'a>) -> Result<(StackFormat, Vec<Stack
     let Value::Object(members) = &doc.value else {
         return Err(bad(doc, "$".into(), format!("stack.json must be an object, found {}", doc.value.type_name())));
     };
-    let grouped = members.is_empty() || doc.value.get("0").is_some();
+    // Grouped when the first member holds [[names], [frames]]: its group keys need not start
+    // at "0" (a dump cut after its first APIs keeps the later groups' numbers).
+    let grouped = match members.iter().next() {
+        None => true,
+        Some((_, value)) => {
+            matches!(&value.value, Value::Array(pair) if pair.first().is_some_and(|n| matches!(n.value, Value::Array(_))))
+        }
+    };
     let mut rows = Vec::new();
     if grouped {
         for (key, value) in members.iter() {
@@ -142,4 +149,31 @@ pub fn render_stack(format: StackFormat, layout: Layout, rows: &[StackRow<'_>], 
         }
     }
     obj.end(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::{parse, Arena};
+
+    fn read(text: &str) -> (StackFormat, Vec<(i64, String, usize)>) {
+        let arena = Arena::new();
+        let doc = parse(text.as_bytes(), &arena).expect("json");
+        let (format, rows) = take_apart_stack(&doc).expect("stack");
+        (format, rows.into_iter().map(|r| (r.group, r.name.into_owned(), r.frames.len())).collect())
+    }
+
+    #[test]
+    fn grouped_files_are_told_by_their_shape_not_by_a_group_zero() {
+        // A dump cut after its first APIs keeps the later groups' numbers.
+        let (format, rows) = read(r#"{"5": [["Tensor.__add__.1.forward"], ["File a.py, line 1, in f"]]}"#);
+        assert_eq!(format, StackFormat::Grouped);
+        assert_eq!(rows, [(5, "Tensor.__add__.1.forward".to_string(), 1)]);
+        let (format, rows) = read(r#"{"Functional.linear.0.forward": ["File a.py, line 1, in f", "File b.py"]}"#);
+        assert_eq!(format, StackFormat::ByName);
+        assert_eq!(rows, [(0, "Functional.linear.0.forward".to_string(), 2)]);
+        assert_eq!(read("{}").0, StackFormat::Grouped);
+        // A stack of no frames in the by-name format stays by name.
+        assert_eq!(read(r#"{"Functional.relu.0.forward": []}"#).0, StackFormat::ByName);
+    }
 }
