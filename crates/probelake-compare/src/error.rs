@@ -13,6 +13,9 @@ pub enum CompareError {
     /// A data file does not have the columns the format promises.
     #[error("unexpected dataset schema: {0}")]
     Schema(String),
+    /// A batch lacks a column, or has it with another type.
+    #[error("unexpected dataset schema: {0}")]
+    Column(#[from] probelake_format::columns::ColumnError),
     /// Arrow failed while reading columns.
     #[error(transparent)]
     Arrow(#[from] datafusion::arrow::error::ArrowError),
@@ -61,6 +64,15 @@ pub enum CompareError {
     /// Mapping options with plans that run on a cluster (its executors have no such function).
     #[error("the mapping options (data and cell mappings) apply in this process only: compare without the cluster")]
     MappingsOnCluster,
+    /// `-fm` without `-dm` in statistics or md5 mode, where msprobe 26.2's fuzzy walk misplaces
+    /// its columns.
+    #[error(
+        "--fuzzy-match pairs rows in tensor mode only: in {0} mode msprobe 26.2's fuzzy match misplaces \
+         the golden columns (statistics: every row N/A or a crash on the first unmatched row; md5: every \
+         pair an error), so there is no result to reproduce; compare without it, or add --data-mapping, \
+         whose join msprobe then uses"
+    )]
+    FuzzyMatchMode(crate::mode::CompareMode),
     /// One side is a dataset and the other msprobe files read in place.
     #[error("a dataset cannot be compared with msprobe files read in place: open both runs with `RunPair::open`")]
     MixedSources,

@@ -38,11 +38,12 @@ mod table;
 mod threads;
 pub mod write;
 
+pub use comparison::planned::{PlannedUnit, TableCounts};
 pub use comparison::*;
 pub use error::CompareError;
 pub use job::{CompareJob, CompareReport, DivergenceJob, DivergenceReport, JobError, ModeChoice, Output, UnknownWord};
 pub use join::mapping::{read_mapping_file, MappingError, Mappings};
 pub use join::plan::compare_sql;
-pub use join::planned::{PlannedUnit, TableCounts};
 pub use mode::CompareMode;
 pub use table::cells::{Row, Rows};
+pub use write::typed::cell_number;

@@ -10,3 +10,20 @@ pub enum CompareMode {
     /// `task: tensor`: metrics over the dumped tensors.
     Tensor,
 }
+
+impl CompareMode {
+    /// The word the mode is named by (`--mode`'s).
+    pub fn word(self) -> &'static str {
+        match self {
+            CompareMode::Statistics => "statistics",
+            CompareMode::Md5 => "md5",
+            CompareMode::Tensor => "tensor",
+        }
+    }
+}
+
+impl std::fmt::Display for CompareMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}

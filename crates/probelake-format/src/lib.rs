@@ -14,11 +14,13 @@
 //! - [`lake::Lake`]: a dataset on an object store, its commit protocol and what is visible;
 //! - [`vacuum`]: removing what no commit names (crashed writers' files), after a grace period;
 //! - [`schema`] and [`layout`]: the columns and paths everything else relies on;
+//! - [`columns`]: a batch's columns by name, as the type a reader expects;
 //! - [`readers`]: the schema files that type a table for pandas and pyarrow;
 //! - [`storage`]: local folders and S3-compatible stores, configured as the CLI is;
 //! - [`output_tree`]: a folder of result files written whole or not at all.
 #![warn(missing_docs)]
 
+pub mod columns;
 mod encode;
 pub mod error;
 pub mod lake;

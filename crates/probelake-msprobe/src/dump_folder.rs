@@ -2,7 +2,8 @@
 //!
 //! A unit of one large dump.json is the common case (one rank's dump of one step), so the work
 //! of one file is split where it can be: stack.json and construct.json are read beside
-//! dump.json, its `data` is parsed in pieces ([`parse_dump_in_pieces`]), its API families fill
+//! dump.json, its `data` is parsed in pieces
+//! ([`parse_dump_in_pieces`](crate::read_dump::parse_dump_in_pieces)), its API families fill
 //! their columns on their own threads while the round trip is checked on another. The rows,
 //! columns and errors are those of reading it on one thread: errors of dump.json come first,
 //! then those of stack.json, then construct.json's.

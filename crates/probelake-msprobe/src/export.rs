@@ -4,13 +4,17 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
 
-use arrow::array::{Array, AsArray, BooleanArray, Float64Array, ListArray, RecordBatch, StringArray};
-use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+use arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, LargeBinaryArray, LargeStringArray, ListArray,
+    RecordBatch, StringArray,
+};
+use arrow::datatypes::Int64Type;
 use tokio::task::{JoinError, JoinHandle};
 
 use crate::error::{MsprobeError, Result};
 use crate::json::Layout;
 use crate::tensor_file::{write_tensor_file, ContainerMeta, TensorData};
+use probelake_format::columns;
 use probelake_format::lake::{CommitRecord, FetchedFile, Lake};
 use probelake_format::layout::{Table, Unit};
 use probelake_format::output_tree::OutputTree;
@@ -196,10 +200,9 @@ struct LeafColumns<'b> {
 impl<'b> LeafColumns<'b> {
     fn new(batch: &'b RecordBatch) -> Result<Self> {
         let t = Table::Dump;
-        let string = |name: &str| column(batch, name, t)?.as_string_opt::<i32>().ok_or_else(|| type_error(t, name));
-        let float =
-            |name: &str| column(batch, name, t)?.as_primitive_opt::<Float64Type>().ok_or_else(|| type_error(t, name));
-        let shape = column(batch, "shape", t)?.as_list_opt::<i32>().ok_or_else(|| type_error(t, "shape"))?;
+        let string = |name: &str| typed::<StringArray>(batch, name, t);
+        let float = |name: &str| typed::<Float64Array>(batch, name, t);
+        let shape = typed::<ListArray>(batch, "shape", t)?;
         Ok(LeafColumns {
             kind: string("kind")?,
             dtype: string("dtype")?,
@@ -210,9 +213,7 @@ impl<'b> LeafColumns<'b> {
             shape,
             dim_values: shape.values().as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "shape"))?.values(),
             stats: [float("max")?, float("min")?, float("mean")?, float("norm")?],
-            requires_grad: column(batch, "requires_grad", t)?
-                .as_boolean_opt()
-                .ok_or_else(|| type_error(t, "requires_grad"))?,
+            requires_grad: typed::<BooleanArray>(batch, "requires_grad", t)?,
         })
     }
 
@@ -336,15 +337,18 @@ fn decode(files: Vec<FetchedFile>, only: Option<&[&str]>, as_dictionary: &[&str]
     Ok(out)
 }
 
+/// Column `name` of a batch of `table`.
 fn column<'b>(batch: &'b RecordBatch, name: &str, table: Table) -> Result<&'b dyn Array> {
-    batch
-        .column_by_name(name)
-        .map(|c| c.as_ref())
-        .ok_or_else(|| MsprobeError::corrupt(table.name(), format!("column `{name}` is missing")))
+    columns::column(batch, name).map(|c| c.as_ref()).map_err(|e| MsprobeError::corrupt(table.name(), e.to_string()))
+}
+
+/// Column `name` of a batch of `table`, as the array type `A`.
+fn typed<'b, A: Array + 'static>(batch: &'b RecordBatch, name: &str, table: Table) -> Result<&'b A> {
+    columns::typed(batch, name).map_err(|e| MsprobeError::corrupt(table.name(), e.to_string()))
 }
 
 fn opt_i64(batch: &RecordBatch, name: &str, table: Table, row: usize) -> Result<Option<i64>> {
-    let col = column(batch, name, table)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(table, name))?;
+    let col = typed::<Int64Array>(batch, name, table)?;
     Ok(col.is_valid(row).then(|| col.value(row)))
 }
 
@@ -353,14 +357,13 @@ fn type_error(table: Table, name: &str) -> MsprobeError {
 }
 
 fn strs<'b>(batch: &'b RecordBatch, name: &str, table: Table) -> Result<impl Fn(usize) -> Option<&'b str> + 'b> {
-    let col = column(batch, name, table)?.as_string_opt::<i32>().ok_or_else(|| type_error(table, name))?;
+    let col = typed::<StringArray>(batch, name, table)?;
     Ok(move |i: usize| col.is_valid(i).then(|| col.value(i)))
 }
 
 /// Each row's [`Origin`], with the two columns looked up once per batch rather than per row.
 fn origins(batch: &RecordBatch, table: Table) -> Result<impl Fn(usize) -> Origin + '_> {
-    let int64 =
-        |name: &str| column(batch, name, table)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(table, name));
+    let int64 = |name: &str| typed::<Int64Array>(batch, name, table);
     let (inner_step, pid) = (int64("inner_step")?, int64("pid")?);
     Ok(move |i: usize| Origin {
         inner_step: inner_step.is_valid(i).then(|| inner_step.value(i)),
@@ -376,11 +379,6 @@ fn layout_of(indent: Option<i32>) -> Layout {
     Layout { indent: indent.and_then(|i| u16::try_from(i).ok()) }
 }
 
-/// Renders every file of one unit: (relative path, bytes).
-pub async fn render_unit(lake: &Lake, record: &CommitRecord) -> Result<Vec<(PathBuf, Vec<u8>)>> {
-    render_fetched(fetch_unit(lake, record).await?)
-}
-
 fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
     let FetchedUnit { location, tables: [sources, dumps, stacks, constructs, tensors] } = unit;
     let (sources, dumps) = (decode(sources, None, &[])?, decode(dumps, Some(&EXPORT_DUMP_COLUMNS), &[])?);
@@ -394,8 +392,8 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
     let mut places: Vec<(Origin, i64, i32, usize, usize)> = Vec::new();
     for (b, batch) in dumps.iter().enumerate() {
         let t = Table::Dump;
-        let seq = column(batch, "seq", t)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "seq"))?;
-        let leaf_no = column(batch, "leaf", t)?.as_primitive_opt::<Int32Type>().ok_or_else(|| type_error(t, "leaf"))?;
+        let seq = typed::<Int64Array>(batch, "seq", t)?;
+        let leaf_no = typed::<Int32Array>(batch, "leaf", t)?;
         let (seq, leaf_no) = (seq.values(), leaf_no.values());
         let origin = origins(batch, Table::Dump)?;
         places.extend((0..batch.num_rows()).map(|i| (origin(i), seq[i], leaf_no[i], b, i)));
@@ -410,7 +408,7 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
     for batch in &stacks {
         let t = Table::Stack;
         let name = strs(batch, "name", t)?;
-        let group = column(batch, "group", t)?.as_primitive_opt::<Int64Type>().ok_or_else(|| type_error(t, "group"))?;
+        let group = typed::<Int64Array>(batch, "group", t)?;
         let frames = StackFrames::new(column(batch, "frames", t)?).ok_or_else(|| type_error(t, "frames"))?;
         for i in 0..batch.num_rows() {
             let f = frames.row(i).ok_or_else(|| type_error(t, "frames"))?;
@@ -439,18 +437,15 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
     for batch in &sources {
         let t = Table::Source;
         let file = strs(batch, "file", t)?;
-        let indent =
-            column(batch, "indent", t)?.as_primitive_opt::<Int32Type>().ok_or_else(|| type_error(t, "indent"))?;
-        let lengths = column(batch, "bytes", t).ok().and_then(|c| c.as_primitive_opt::<Int64Type>());
-        let skeleton = column(batch, "skeleton", t)?.as_string_opt::<i64>().ok_or_else(|| type_error(t, "skeleton"))?;
-        let binary = |name: &str| {
-            column(batch, name, t).and_then(|c| c.as_binary_opt::<i64>().ok_or_else(|| type_error(t, name)))
-        };
+        let indent = typed::<Int32Array>(batch, "indent", t)?;
+        let lengths = typed::<Int64Array>(batch, "bytes", t).ok();
+        let skeleton = typed::<LargeStringArray>(batch, "skeleton", t)?;
+        let binary = |name: &str| typed::<LargeBinaryArray>(batch, name, t);
         let (original, stack_original, construct_original) =
             (binary("original")?, binary("stack_original")?, binary("construct_original")?);
         let (stack_format, construct_format) = (strs(batch, "stack_format", t)?, strs(batch, "construct_format", t)?);
         let int = |name: &str, i: usize| -> Result<Option<i32>> {
-            let c = column(batch, name, t)?.as_primitive_opt::<Int32Type>().ok_or_else(|| type_error(t, name))?;
+            let c = typed::<Int32Array>(batch, name, t)?;
             Ok(c.is_valid(i).then(|| c.value(i)))
         };
         for i in 0..batch.num_rows() {
@@ -511,9 +506,9 @@ fn render_fetched(unit: FetchedUnit) -> Result<UnitFiles> {
         let t = Table::Tensor;
         let (data_name, dtype, meta) =
             (strs(batch, "data_name", t)?, strs(batch, "dtype", t)?, strs(batch, "meta", t)?);
-        let shape = column(batch, "shape", t)?.as_list_opt::<i32>().ok_or_else(|| type_error(t, "shape"))?;
-        let data = column(batch, "data", t)?.as_binary_opt::<i64>().ok_or_else(|| type_error(t, "data"))?;
-        let original = column(batch, "original", t)?.as_binary_opt::<i64>().ok_or_else(|| type_error(t, "original"))?;
+        let shape = typed::<ListArray>(batch, "shape", t)?;
+        let data = typed::<LargeBinaryArray>(batch, "data", t)?;
+        let original = typed::<LargeBinaryArray>(batch, "original", t)?;
         for i in 0..batch.num_rows() {
             let name = data_name(i).unwrap_or_default();
             if name.contains(['/', '\\']) || name.is_empty() || name == "." || name == ".." {

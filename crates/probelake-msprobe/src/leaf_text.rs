@@ -463,7 +463,7 @@ fn quick_value(token: &[u8]) -> Option<f64> {
 /// The leaves [`parse_dump`](crate::parse_dump) read straight from a file's text with a
 /// [`LeafReader`], in the order it met them; the document's
 /// [`Value::Taken`](crate::json::Value::Taken) nodes hold their indexes. A file parsed in
-/// pieces ([`parse_dump_in_pieces`](crate::parse_dump_in_pieces)) has one list per piece, and
+/// pieces ([`parse_dump_in_pieces`](crate::read_dump::parse_dump_in_pieces)) has one list per piece, and
 /// an index names its piece in its top bits ([`piece_index`]).
 #[derive(Debug, Default)]
 pub struct ReadLeaves<'a> {

@@ -13,9 +13,10 @@
 //! `.npy` tensor files.
 //!
 //! The dataset itself (tables, units, commits, storage) is `probelake-format`'s; this crate
-//! only knows how msprobe's files map onto it. The writer (`probelake-writer`) and the compare
-//! (`probelake-query`) use this crate's [`Leaf`], [`json`] and [`StackFrames`]: a leaf's JSON,
-//! its Python-exact floats and a stack's frames are msprobe's format, defined once, here.
+//! only knows how msprobe's files map onto it. The writer (`probelake-writer`), the SQL
+//! functions (`probelake-query`) and `probelake-compare` use this crate's [`Leaf`], [`json`],
+//! [`StackFrames`] and [`Origin`]: a leaf's JSON, its Python-exact floats, a stack's frames
+//! and the dump file of a unit a row came from are msprobe's format, defined once, here.
 #![warn(missing_docs)]
 
 pub mod error;
@@ -54,15 +55,15 @@ pub use construct::{render_construct, take_apart_construct, ConstructRow};
 pub use discover::{by_unit, discover, place_dump_file, DumpDir, Overrides, TreeLayout};
 pub use dump_file::{
     rebuilds_source, render, slot_suffix, take_apart, take_apart_read, take_apart_source, DumpKind, Header, LeafRow,
-    ParsedDump, MAX_ENTRY_NAME_BYTES,
+    ParsedDump,
 };
 pub use error::{MsprobeError, Result};
-pub use export::{export, render_unit, ExportOptions, ExportReport, EXPORT_DUMP_COLUMNS};
+pub use export::{export, ExportOptions, ExportReport, EXPORT_DUMP_COLUMNS};
 pub use import::{import, ImportOptions, ImportReport, NoProgress, Progress};
-pub use leaf::{is_leaf, Leaf, LeafSource, STAT_KEYS};
+pub use leaf::{is_leaf, Leaf};
 pub use leaf_text::{LeafReader, ReadLeaves};
 pub use name::{is_parameters_grad, parse_entry_name, EntryName};
-pub use read_dump::{parse_dump, parse_dump_in_pieces, DumpDoc, MIN_PIECE_BYTES};
+pub use read_dump::{parse_dump, DumpDoc};
 pub use read_unit::{read_unit, read_unit_stacks, UnitStacks, UnitTables};
 pub use stack::{render_stack, take_apart_stack, StackFormat, StackRow};
 pub use stack_frames::StackFrames;

@@ -53,6 +53,10 @@ pub struct Args {
     /// part of the target's rows; without FILE, only the target's raw names are used.
     #[arg(long = "cell-mapping", value_name = "FILE", num_args = 0..=1)]
     pub cell_mapping: Option<Option<PathBuf>>,
+    /// msprobe's -fm: pair rows by msprobe's fuzzy walk over names without call counters
+    /// (tensor mode; with --data-mapping, only stops renumbering backward calls).
+    #[arg(long = "fuzzy-match")]
+    pub fuzzy_match: bool,
     /// Which units are compared with which.
     #[command(flatten)]
     pub units: UnitArgs,
@@ -84,6 +88,11 @@ several of the target's steps or stages are compared. The timestamp is local tim
 the target's rows are keyed by their raw names (backward calls not renumbered, as msprobe keys
 them), --cell-mapping decides the key when both are given, and with --data-mapping pairs of
 different dtypes stay paired (docs/compare.md, section `Runs that name things otherwise`).
+--fuzzy-match is msprobe's -fm: no backward call is renumbered on either side, and unless
+--data-mapping is given the rows are paired by a greedy walk in dump order over names without
+their call counters. msprobe 26.2 gives usable results this way in tensor mode only, so other
+modes are refused; like msprobe, the walk stops writing target rows once the golden run has
+run out of rows.
 
 Exit code: 0 when no row's Result is `error`, 1 when some are, 2 on errors.
 
@@ -93,7 +102,8 @@ Examples:
   probelake compare run/step0/rank1/dump.json run/step0/rank0/dump.json -o ./cmp
   probelake compare ./lake/run ./lake/run --target-step 2 --golden-step 1 -o ./cmp
   probelake compare ./lake/npu ./lake/gpu --step 0 --target-rank 1 --golden-rank 0 -o ./cmp
-  probelake compare npu/dump.json gpu/dump.json --cell-mapping cells.yaml -o ./cmp"
+  probelake compare npu/dump.json gpu/dump.json --cell-mapping cells.yaml -o ./cmp
+  probelake compare npu/dump.json gpu/dump.json --mode tensor --fuzzy-match -o ./cmp"
     )
 }
 
@@ -118,6 +128,7 @@ pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
         Some(Some(file)) => mappings = mappings.with_cell_mapping(read_mapping_file(file)?),
         None => {}
     }
+    let mappings = mappings.with_fuzzy_match(args.fuzzy_match);
     // The scheduler first: an unreachable one fails before any input is opened.
     let engine = args.cluster.engine().await?;
     let job = CompareJob::new(&args.target, &args.golden)

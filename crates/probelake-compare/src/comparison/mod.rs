@@ -2,30 +2,28 @@
 //! compares unit pairs; [`compare_unit`] compares one pair; [`UnitComparison`] is one pair's
 //! table, msprobe's CSV cell for cell.
 
+pub(crate) mod planned;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::error::DataFusionError;
 use probelake_format::{CommitRecord, Lake, Unit};
-use probelake_msprobe::{MsprobeError, UnitTables};
-
+use probelake_msprobe::{MsprobeError, Origin, UnitTables};
 use probelake_query::session::{Engine, LocalEngine, Run, RunSession};
 use probelake_query::QueryError;
 
-use crate::join::plan::PlanOutput;
-use crate::runs::{DumpTree, OpenedRun, RunSource};
-
+use crate::comparison::planned::PlannedUnit;
+use crate::error::CompareError;
+use crate::join::load::{files_from_batches, read_files, read_tensors, tensors_from_batches, DumpFile, Stacks};
 use crate::join::mapping::{Mappings, TargetKey};
-use crate::join::planned::PlannedUnit;
-use crate::table::cells::Rows;
-use crate::{CompareError, CompareMode};
-
-use crate::join::load::{
-    files_from_batches, read_files, read_tensors, tensors_from_batches, DumpFile, FileKey, Stacks,
-};
+use crate::join::plan::PlanOutput;
 use crate::join::prepared::{PairFiles, PreparedPlans};
+use crate::mode::CompareMode;
+use crate::runs::{DumpTree, OpenedRun, RunSource};
 use crate::table::build::header;
+use crate::table::cells::Rows;
 
 /// How to compare.
 #[derive(Debug, Clone, Default)]
@@ -49,7 +47,7 @@ pub struct UnitComparison {
     pub rows: Rows,
     /// `(inner_step, pid)` of each target dump file compared, in pairing order (msprobe names
     /// a step folder's result after its `proc{pid}` folder).
-    pub target_files: Vec<(Option<i64>, Option<i64>)>,
+    pub target_files: Vec<Origin>,
 }
 
 impl UnitComparison {
@@ -59,9 +57,9 @@ impl UnitComparison {
         // One write for the header: `out` is often a plain file, where each field and comma
         // would be a system call of its own.
         let mut header = Vec::with_capacity(1024);
-        crate::write::csv::push_record(&mut header, self.header.iter().map(String::as_bytes));
+        crate::table::csv::push_record(&mut header, self.header.iter().map(String::as_bytes));
         out.write_all(&header)?;
-        crate::write::csv::write_rows(&self.rows, out)
+        crate::table::csv::write_rows(&self.rows, out)
     }
 
     /// The rows whose `Result` is `verdict` (`pass`, `warning`, `error`, …).
@@ -99,7 +97,7 @@ async fn read_contexts(
     t: CommitRecord,
     golden: Lake,
     g: CommitRecord,
-) -> Result<[BTreeMap<FileKey, DumpFile>; 2], CompareError> {
+) -> Result<[BTreeMap<Origin, DumpFile>; 2], CompareError> {
     let started = std::time::Instant::now();
     let read = [read_files(&target, &t, Stacks::Cells).await?, read_files(&golden, &g, Stacks::Skip).await?];
     tracing::debug!(unit = %t.unit, elapsed = ?started.elapsed(), "compare context read");
@@ -240,7 +238,7 @@ impl Comparison {
             optimizer.repartition_joins = false;
         }
         let mappings = &self.opts.mappings;
-        if !mappings.is_empty() {
+        if mappings.renames() {
             if self.engine.is_remote() {
                 return Err(CompareError::MappingsOnCluster);
             }
@@ -285,7 +283,7 @@ impl Comparison {
                     let stacks = tree.read_stacks(unit).map_err(read_error)?;
                     let mut t_files = files_from_batches(std::slice::from_ref(&t.source), stacks.stack.as_slice())?;
                     for origin in &stacks.files {
-                        if let Some(file) = t_files.get_mut(&(origin.inner_step, origin.pid)) {
+                        if let Some(file) = t_files.get_mut(origin) {
                             file.has_stack = true;
                         }
                     }
@@ -311,7 +309,7 @@ impl Comparison {
         t: &Unit,
         g: &Unit,
         plan: PlanOutput,
-        [tcontext, gcontext]: [BTreeMap<FileKey, DumpFile>; 2],
+        [tcontext, gcontext]: [BTreeMap<Origin, DumpFile>; 2],
         tensors: TensorSource<'_>,
     ) -> Result<PlannedUnit, CompareError> {
         let (tfiles, gfiles) = (&plan.target_files, &plan.golden_files);
@@ -335,10 +333,13 @@ impl Comparison {
             mode.get_or_insert(tm);
         }
         let mode = mode.unwrap_or(CompareMode::Statistics);
+        if self.opts.mappings.walks() && mode != CompareMode::Tensor {
+            return Err(CompareError::FuzzyMatchMode(mode));
+        }
         let stack = tfiles.iter().any(|f| tcontext.get(&f.key).is_some_and(|c| c.has_stack));
         let header = header(mode, stack);
         let target_files = tfiles.iter().map(|f| f.key).collect();
-        let golden_files: Vec<FileKey> = gfiles.iter().map(|f| f.key).collect();
+        let golden_files: Vec<Origin> = gfiles.iter().map(|f| f.key).collect();
         let width = header.len();
         let mut unit =
             PlannedUnit { unit: t.clone(), mode, header, stack, target_files, plan, context: tcontext, built: None };
@@ -373,7 +374,7 @@ enum TensorSource<'a> {
 
 impl TensorSource<'_> {
     /// The tensors of the target's dump file `keys[0]` and the golden's `keys[1]`.
-    async fn read(&self, keys: [FileKey; 2]) -> Result<[crate::join::load::Tensors; 2], CompareError> {
+    async fn read(&self, keys: [Origin; 2]) -> Result<[crate::join::load::Tensors; 2], CompareError> {
         match self {
             TensorSource::Datasets([(tl, t), (gl, g)]) => {
                 Ok([read_tensors(tl, t, keys[0]).await?, read_tensors(gl, g, keys[1]).await?])

@@ -6,12 +6,15 @@ use std::sync::Arc;
 
 use probelake_format::Unit;
 
-use crate::join::load::{DumpFile, FileKey, TensorData};
+use crate::comparison::{result_column, rows_with_result, UnitComparison};
+use crate::error::CompareError;
+use crate::join::load::{DumpFile, TensorData};
 use crate::join::plan::PlanOutput;
+use crate::mode::CompareMode;
 use crate::table::build::{build_chunks, FilePair};
 use crate::table::cells::Rows;
-use crate::write::csv;
-use crate::{result_column, rows_with_result, CompareError, CompareMode, UnitComparison};
+use crate::table::csv;
+use probelake_msprobe::Origin;
 
 /// A compared unit pair before its rows are built: what [`Comparison::plan_unit`] returns.
 ///
@@ -39,10 +42,10 @@ pub struct PlannedUnit {
     pub(crate) mode: CompareMode,
     pub(crate) header: Vec<String>,
     pub(crate) stack: bool,
-    pub(crate) target_files: Vec<FileKey>,
+    pub(crate) target_files: Vec<Origin>,
     pub(crate) plan: PlanOutput,
     /// The target's dump files (their stacks).
-    pub(crate) context: BTreeMap<FileKey, DumpFile>,
+    pub(crate) context: BTreeMap<Origin, DumpFile>,
     /// The rows of a tensor-mode pair, built while each file pair's tensors were read.
     pub(crate) built: Option<Rows>,
 }
@@ -79,7 +82,7 @@ impl PlannedUnit {
     }
 
     /// `(inner_step, pid)` of each target dump file, in pairing order.
-    pub fn target_files(&self) -> &[(Option<i64>, Option<i64>)] {
+    pub fn target_files(&self) -> &[Origin] {
         &self.target_files
     }
 

@@ -8,12 +8,14 @@ use probelake_msprobe::Progress;
 use probelake_query::{Engine, LocalEngine};
 
 use super::JobError;
+use crate::comparison::{CompareOptions, Comparison, UnitComparison};
+use crate::join::mapping::Mappings;
+use crate::mode::CompareMode;
 use crate::runs::pairing::UnitChoice;
 use crate::runs::{pair_text, pairing_notes, RunPair};
 use crate::write::results::{
     local_timestamp, needs_folders, CompareQueue, Naming, ResultError, ResultFiles, ResultFormat,
 };
-use crate::{CompareMode, CompareOptions, Comparison, Mappings, UnitComparison};
 
 /// Where a [`CompareJob`]'s tables go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,13 +30,6 @@ pub enum Output {
     },
     /// The tables, in the report.
     Tables,
-    /// Both: the tables in the report and the files written from them.
-    FilesAndTables {
-        /// The folder.
-        dir: PathBuf,
-        /// The files' format.
-        format: ResultFormat,
-    },
 }
 
 /// `msprobe compare` of every unit pair of two runs, as one operation.
@@ -75,7 +70,7 @@ pub struct CompareReport {
     pub errors: usize,
     /// The files written, in order.
     pub files: Vec<PathBuf>,
-    /// The tables, with [`Output::Tables`] and [`Output::FilesAndTables`].
+    /// The tables, with [`Output::Tables`].
     pub tables: Vec<UnitComparison>,
 }
 
@@ -141,10 +136,9 @@ impl CompareJob {
         let target_is_file = runs.target_is_file();
         let options = CompareOptions { mode: self.mode, mappings: Arc::new(self.mappings) };
         let comparison = Arc::new(Comparison::of_runs(&runs.target, &runs.golden, options).with_engine(self.engine));
-        // Tables are kept unless only files are asked for; then each is written as it is built.
-        let keep = !matches!(self.output, Output::Files { .. });
+        // Files are written as each table is built; tables are collected whole.
         let mut files = match &self.output {
-            Output::Files { dir, format } | Output::FilesAndTables { dir, format } => {
+            Output::Files { dir, format } => {
                 Some(ResultFiles::new(dir, *format, needs_folders(pairs), local_timestamp()))
             }
             Output::Tables => None,
@@ -162,19 +156,10 @@ impl CompareJob {
                 e => JobError::Files(e),
             };
             let naming = Naming::of(pair, pairing.rule, target_is_file);
-            let added = match planned {
-                Err(e) => Err(compare_error(e)),
-                Ok(planned) if keep => planned.collect().map_err(compare_error).and_then(|table| {
-                    if let Some(files) = files.as_mut() {
-                        files.add_table(&table, &table.target_files, naming).map_err(files_error)?;
-                    }
-                    tables.push(table);
-                    Ok(())
-                }),
-                Ok(planned) => match files.as_mut() {
-                    Some(files) => files.add(planned, naming).map_err(files_error),
-                    None => Ok(()),
-                },
+            let added = match (planned, files.as_mut()) {
+                (Err(e), _) => Err(compare_error(e)),
+                (Ok(planned), Some(files)) => files.add(planned, naming).map_err(files_error),
+                (Ok(planned), None) => planned.collect().map_err(compare_error).map(|table| tables.push(table)),
             };
             if let Err(e) = added {
                 // msprobe files read in place name their own damage; a dataset's is looked for.

@@ -17,10 +17,11 @@ use datafusion::parquet::errors::ParquetError;
 use probelake_format::FormatError;
 use probelake_query::QueryError;
 
+use crate::error::CompareError;
+use crate::mode::CompareMode;
 use crate::runs::pairing::PairingError;
 use crate::runs::InputError;
 use crate::write::results::{ResultError, ResultFormat};
-use crate::{CompareError, CompareMode};
 
 /// Why a job failed; its text (with its sources, [`probelake_query::render`]) says what to do.
 #[non_exhaustive]

@@ -9,24 +9,21 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBuilder, Int32Array, Int64Array, Int64Builder, RecordBatch, StringArray,
-    StringBuilder,
-};
-use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema};
+use datafusion::arrow::array::{Array, AsArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Int64Type};
 // hashbrown with foldhash: std's SipHash was ~2% of a comparison of two dump.json files.
 use datafusion::common::HashMap;
-use probelake_msprobe::UnitTables;
+use probelake_msprobe::{Origin, UnitTables};
 
-use crate::join::columns::as_type;
+use crate::error::CompareError;
+use crate::join::fuzzy::fuzzy_pairs;
+use crate::join::keyed::{pairs_batch, KeyedLeaf};
 use crate::join::leaves::SideLeaves;
-use crate::join::load::FileKey;
-use crate::join::mapping::Mappings;
+use crate::join::mapping::{Keys, Mappings};
 use crate::join::plan::PlanOutput;
 use crate::threads::{cores, map_scoped};
-use crate::CompareError;
+use probelake_format::columns::{cast_column, typed};
 use probelake_query::msprobe::rows::KeyRules;
 
 /// The compare rows of target unit `t` against golden unit `g`, as [`plan::run_in`] gives them
@@ -35,12 +32,16 @@ use probelake_query::msprobe::rows::KeyRules;
 /// [`plan::run_in`]: crate::join::plan::run_in
 pub(crate) fn plan_in_memory(t: &UnitTables, g: &UnitTables, mappings: &Mappings) -> Result<PlanOutput, CompareError> {
     let started = std::time::Instant::now();
-    let mapped = (!mappings.is_empty()).then_some(mappings);
-    let sides = map_scoped(&[(t, mapped), (g, None)], |(tables, mappings)| KeyedSide::new(tables, *mappings));
+    let sides = map_scoped(&[(t, mappings.target_keys()), (g, mappings.golden_keys())], |(tables, keys)| {
+        KeyedSide::new(tables, *keys)
+    });
     let [t, g] = <[_; 2]>::try_from(sides).map_err(|_| CompareError::Schema("two sides".into()))?;
     let (t, g) = (t?, g?);
     let keyed = started.elapsed();
-    let rows = join(&t, &g)?;
+    let rows = match mappings.walks() {
+        true => vec![pairs_batch(&fuzzy_pairs(&t.rows, &g.rows))?],
+        false => join(&t, &g)?,
+    };
     let joined = started.elapsed();
     let output = PlanOutput::assemble([t.files, g.files], &rows, [t.leaves, g.leaves])?;
     tracing::debug!(?keyed, ?joined, assembled = ?started.elapsed(), "compare leaves joined in memory");
@@ -50,22 +51,10 @@ pub(crate) fn plan_in_memory(t: &UnitTables, g: &UnitTables, mappings: &Mappings
 /// One side's compared leaves with their join keys.
 struct KeyedSide<'a> {
     /// The side's dump files, in pairing order (file_no - 1).
-    files: Vec<FileKey>,
+    files: Vec<Origin>,
     /// Compared leaves, in batch order.
     rows: Vec<KeyedLeaf<'a>>,
     leaves: SideLeaves,
-}
-
-/// A compared leaf: where it is, its order inside its entry and its join key.
-struct KeyedLeaf<'a> {
-    file_no: i64,
-    seq: i64,
-    leaf: i64,
-    state: i32,
-    name: &'a str,
-    item: &'a str,
-    /// msprobe's key: the item, or for a backward entry the item renumbered.
-    key: Cow<'a, str>,
 }
 
 /// The columns of a `dump` batch the keys are made from, borrowed from the batch (read in
@@ -82,32 +71,26 @@ struct KeyColumns<'a> {
 
 impl<'a> KeyColumns<'a> {
     fn new(batch: &'a RecordBatch) -> Result<Self, CompareError> {
-        let column =
-            |c: &str| batch.column_by_name(c).ok_or_else(|| CompareError::Schema(format!("dump column `{c}` missing")));
-        let wrong = |c: &str| CompareError::Schema(format!("dump column `{c}` has an unexpected type"));
-        let int64 = |c: &str| column(c)?.as_primitive_opt::<Int64Type>().ok_or_else(|| wrong(c));
-        let utf8 = |c: &str| column(c)?.as_string_opt::<i32>().ok_or_else(|| wrong(c));
         Ok(KeyColumns {
-            inner_step: int64("inner_step")?,
-            pid: int64("pid")?,
-            seq: int64("seq")?,
-            leaf: column("leaf")?.as_primitive_opt::<Int32Type>().ok_or_else(|| wrong("leaf"))?,
-            name: utf8("name")?,
-            section: utf8("section")?,
-            item: utf8("item")?,
+            inner_step: typed(batch, "inner_step")?,
+            pid: typed(batch, "pid")?,
+            seq: typed(batch, "seq")?,
+            leaf: typed(batch, "leaf")?,
+            name: typed(batch, "name")?,
+            section: typed(batch, "section")?,
+            item: typed(batch, "item")?,
         })
     }
 
-    fn file(&self, i: usize) -> FileKey {
+    fn file(&self, i: usize) -> Origin {
         let at = |a: &Int64Array| a.is_valid(i).then(|| a.value(i));
-        (at(self.inner_step), at(self.pid))
+        Origin { inner_step: at(self.inner_step), pid: at(self.pid) }
     }
 }
 
 impl<'a> KeyedSide<'a> {
-    /// The side's keyed leaves; with `mappings` (the target's, when a comparison has some),
-    /// every key is its raw item under them, none renumbered (msprobe's rule).
-    fn new(tables: &'a UnitTables, mappings: Option<&Mappings>) -> Result<Self, CompareError> {
+    /// The side's keyed leaves, their keys made as `keys` says.
+    fn new(tables: &'a UnitTables, keys: Keys<'_>) -> Result<Self, CompareError> {
         let columns: Vec<KeyColumns> = tables.dump.iter().map(KeyColumns::new).collect::<Result<_, _>>()?;
         let files = dump_files(tables, &columns)?;
         let mut rules = KeyRules::default();
@@ -147,9 +130,12 @@ impl<'a> KeyedSide<'a> {
             seqs.sort_unstable();
             seqs.dedup();
         }
-        if let Some(mappings) = mappings {
-            for row in &mut rows {
-                row.key = Cow::Owned(mappings.target_key(row.item));
+        if let Keys::Raw(mappings) = keys {
+            // With `-fm` alone the key is the item as it is.
+            if let Some(mappings) = mappings.filter(|m| m.renames()) {
+                for row in &mut rows {
+                    row.key = Cow::Owned(mappings.target_key(row.item));
+                }
             }
             let leaves = SideLeaves::new(&tables.dump, &files, Some(&compared))?;
             return Ok(KeyedSide { files, rows, leaves });
@@ -176,14 +162,17 @@ fn text(a: &StringArray, i: usize) -> Option<&str> {
 
 /// A side's dump files in pairing order: every `(inner_step, pid)` of its `source` and `dump`
 /// rows, sorted with NULLs first (as the plans' `dense_rank` numbers them).
-fn dump_files(tables: &UnitTables, columns: &[KeyColumns]) -> Result<Vec<FileKey>, CompareError> {
+fn dump_files(tables: &UnitTables, columns: &[KeyColumns]) -> Result<Vec<Origin>, CompareError> {
     let mut files = BTreeSet::new();
     let source = &tables.source;
     let int64 =
-        |c: &str| Ok::<_, CompareError>(as_type(source, c, &DataType::Int64)?.as_primitive::<Int64Type>().clone());
+        |c: &str| Ok::<_, CompareError>(cast_column(source, c, &DataType::Int64)?.as_primitive::<Int64Type>().clone());
     let (inner, pid) = (int64("inner_step")?, int64("pid")?);
     for i in 0..source.num_rows() {
-        files.insert((inner.is_valid(i).then(|| inner.value(i)), pid.is_valid(i).then(|| pid.value(i))));
+        files.insert(Origin {
+            inner_step: inner.is_valid(i).then(|| inner.value(i)),
+            pid: pid.is_valid(i).then(|| pid.value(i)),
+        });
     }
     for c in columns {
         for i in 0..c.name.len() {
@@ -224,49 +213,5 @@ fn probe(rows: &[KeyedLeaf<'_>], index: &Index<'_, '_>) -> Result<RecordBatch, C
         let bench: &[&KeyedLeaf<'_>] = index.get(&(row.file_no, &*row.key)).map_or(&[], Vec::as_slice);
         pairs.extend(bench.iter().map(|b| (row, Some(*b))).chain(bench.is_empty().then_some((row, None))));
     }
-    let n = pairs.len();
-    let mut bytes = [0; 4];
-    for (t, g) in &pairs {
-        let lens = [Some(t.name), Some(t.item), g.map(|g| g.name), g.map(|g| g.item)].map(|s| s.map_or(0, str::len));
-        for (total, len) in bytes.iter_mut().zip(lens) {
-            *total += len;
-        }
-    }
-    let mut file_no = Int64Builder::with_capacity(n);
-    let mut names: [StringBuilder; 4] = bytes.map(|b| StringBuilder::with_capacity(n, b));
-    let mut matched = BooleanBuilder::with_capacity(n);
-    let mut order: [Int64Builder; 6] = std::array::from_fn(|_| Int64Builder::with_capacity(n));
-    for &(row, b) in &pairs {
-        file_no.append_value(row.file_no);
-        names[0].append_value(row.name);
-        names[1].append_value(row.item);
-        names[2].append_option(b.map(|b| b.name));
-        names[3].append_option(b.map(|b| b.item));
-        matched.append_value(b.is_some());
-        let sides = [Some(row), b];
-        for (side, cols) in sides.iter().zip(order.chunks_mut(3)) {
-            cols[0].append_option(side.map(|s| s.seq));
-            cols[1].append_option(side.map(|s| i64::from(s.state)));
-            cols[2].append_option(side.map(|s| s.leaf));
-        }
-    }
-    let [t_name, t_item, g_name, g_item] = names.map(|mut b| Arc::new(b.finish()) as ArrayRef);
-    let [t_seq, t_state, t_leaf, g_seq, g_state, g_leaf] = order.map(|mut b| Arc::new(b.finish()) as ArrayRef);
-    let columns: Vec<(&str, ArrayRef)> = vec![
-        ("file_no", Arc::new(file_no.finish())),
-        ("t_name", t_name),
-        ("t_item", t_item),
-        ("g_name", g_name),
-        ("g_item", g_item),
-        ("matched", Arc::new(matched.finish())),
-        ("t_seq", t_seq),
-        ("t_state", t_state),
-        ("t_leaf", t_leaf),
-        ("g_seq", g_seq),
-        ("g_state", g_state),
-        ("g_leaf", g_leaf),
-    ];
-    let schema =
-        Schema::new(columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>());
-    Ok(RecordBatch::try_new(Arc::new(schema), columns.into_iter().map(|(_, a)| a).collect())?)
+    pairs_batch(&pairs)
 }

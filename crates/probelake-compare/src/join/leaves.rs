@@ -11,9 +11,9 @@ use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::HashMap;
 use probelake_format::Unit;
 
-use crate::join::columns::as_type;
-use crate::join::load::FileKey;
-use crate::CompareError;
+use crate::error::CompareError;
+use probelake_format::columns::cast_column;
+use probelake_msprobe::Origin;
 use probelake_query::msprobe::leaf_side::{LeafArrays, LeafColumns, LEAF_COLUMNS};
 
 /// The SQL of one side's compared leaves (schema `target` or `golden`): where they are and
@@ -71,7 +71,7 @@ impl SideLeaves {
     /// without a plan to filter them).
     pub(crate) fn new(
         batches: &[RecordBatch],
-        files: &[FileKey],
+        files: &[Origin],
         compared: Option<&[Vec<bool>]>,
     ) -> Result<Self, CompareError> {
         let mut places: Vec<Vec<Place>> = Vec::with_capacity(batches.len());
@@ -80,14 +80,14 @@ impl SideLeaves {
         for (b, batch) in batches.iter().enumerate() {
             let compared = compared.and_then(|c| c.get(b));
             let [inner, pid, seq, leaf] =
-                ["inner_step", "pid", "seq", "leaf"].map(|c| as_type(batch, c, &DataType::Int64));
+                ["inner_step", "pid", "seq", "leaf"].map(|c| cast_column(batch, c, &DataType::Int64));
             let (inner, pid, seq, leaf) = (inner?, pid?, seq?, leaf?);
             let [inner, pid, seq, leaf] = [&inner, &pid, &seq, &leaf].map(|a| a.as_primitive::<Int64Type>());
             let leaves = LeafArrays::new(batch, "")?;
             let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
             let mut batch_places = Vec::with_capacity(batch.num_rows());
             for i in 0..batch.num_rows() {
-                let key = (opt(inner, i), opt(pid, i));
+                let key = Origin { inner_step: opt(inner, i), pid: opt(pid, i) };
                 // A unit's files are few: a linear search beats hashing the key. A leaf of no
                 // listed file cannot be asked for; `usize::MAX` skips it.
                 let k = match compared.is_none_or(|c| c.get(i).copied().unwrap_or(false)) {

@@ -2,21 +2,18 @@
 //! and stacks of a unit's dump files, and their tensors. The dump rows themselves go through the
 //! DataFusion plan (`plan.rs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int64Array, LargeBinaryArray, ListArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use probelake_format::{CommitRecord, Lake, Table};
-use probelake_msprobe::StackFrames;
+use probelake_msprobe::{Origin, StackFrames};
 
-use crate::join::columns::{column, strings, typed};
-use crate::CompareError;
+use crate::error::CompareError;
+use probelake_format::columns::{column, strings, typed};
 use probelake_query::msprobe::pyfmt::push_py_str_list;
-
-/// Which dump file of a unit a row came from: (inner_step, pid).
-pub(crate) type FileKey = (Option<i64>, Option<i64>);
 
 /// One dump file of a side.
 #[derive(Debug, Default)]
@@ -83,7 +80,7 @@ pub(crate) async fn read_files(
     lake: &Lake,
     unit: &CommitRecord,
     stacks: Stacks,
-) -> Result<BTreeMap<FileKey, DumpFile>, CompareError> {
+) -> Result<BTreeMap<Origin, DumpFile>, CompareError> {
     let sources = batches(lake, unit, Table::Source).await?;
     let mut stack_batches = Vec::new();
     if stacks == Stacks::Cells {
@@ -100,8 +97,8 @@ pub(crate) async fn read_files(
 pub(crate) fn files_from_batches(
     sources: &[RecordBatch],
     stacks: &[RecordBatch],
-) -> Result<BTreeMap<FileKey, DumpFile>, CompareError> {
-    let mut files: BTreeMap<FileKey, DumpFile> = BTreeMap::new();
+) -> Result<BTreeMap<Origin, DumpFile>, CompareError> {
+    let mut files: BTreeMap<Origin, DumpFile> = BTreeMap::new();
     for batch in sources {
         let kind = strings(batch, "kind")?;
         let task = strings(batch, "task")?;
@@ -110,7 +107,7 @@ pub(crate) fn files_from_batches(
         let inner = typed::<Int64Array>(batch, "inner_step")?;
         let pid = typed::<Int64Array>(batch, "pid")?;
         for i in 0..batch.num_rows() {
-            let file = files.entry((opt_i64(inner, i), opt_i64(pid, i))).or_default();
+            let file = files.entry(Origin { inner_step: opt_i64(inner, i), pid: opt_i64(pid, i) }).or_default();
             file.task = opt_str(&task, i).map(str::to_owned);
             file.level = opt_str(&level, i).map(str::to_owned);
             file.has_stack = !stack_format.is_null(i);
@@ -119,23 +116,44 @@ pub(crate) fn files_from_batches(
             }
         }
     }
+    let mut group_zero = BTreeSet::new();
     for batch in stacks {
-        read_stack_cells(batch, &mut files)?;
+        read_stack_cells(batch, &mut files, &mut group_zero)?;
+    }
+    // msprobe reads a stack.json as grouped only when it has a group `"0"` (`load_stack_json`);
+    // otherwise it looks each entry up by name among the file's keys, which for a grouped file
+    // are group numbers: no entry has a stack.
+    for (origin, file) in files.iter_mut() {
+        if !group_zero.contains(origin) {
+            file.stacks.clear();
+        }
     }
     Ok(files)
 }
 
 /// Fills the stack cells of `files` from a `stack` batch. Each distinct frame list is printed
-/// once: a list copied out per entry was most of a large comparison's context read.
-fn read_stack_cells(batch: &RecordBatch, files: &mut BTreeMap<FileKey, DumpFile>) -> Result<(), CompareError> {
+/// once: a list copied out per entry was most of a large comparison's context read. The files
+/// with a row of group 0 are added to `group_zero`.
+fn read_stack_cells(
+    batch: &RecordBatch,
+    files: &mut BTreeMap<Origin, DumpFile>,
+    group_zero: &mut BTreeSet<Origin>,
+) -> Result<(), CompareError> {
     let not_frames = || CompareError::Schema("column `frames` is not a list of strings".into());
     let name = strings(batch, "name")?;
     let frames = StackFrames::new(column(batch, "frames")?.as_ref()).ok_or_else(not_frames)?;
     let inner = typed::<Int64Array>(batch, "inner_step")?;
     let pid = typed::<Int64Array>(batch, "pid")?;
+    let group = typed::<Int64Array>(batch, "group")?;
     let mut printed: HashMap<&[i32], Arc<str>> = HashMap::new();
     for i in 0..batch.num_rows() {
-        let Some(file) = files.get_mut(&(opt_i64(inner, i), opt_i64(pid, i))) else { continue };
+        let origin = Origin { inner_step: opt_i64(inner, i), pid: opt_i64(pid, i) };
+        if group.value(i) == 0 {
+            group_zero.insert(origin);
+        }
+        let Some(file) = files.get_mut(&origin) else {
+            continue;
+        };
         let identity = frames.identity(i);
         let cell = match identity.and_then(|id| printed.get(id)) {
             Some(cell) => Arc::clone(cell),
@@ -155,12 +173,12 @@ fn read_stack_cells(batch: &RecordBatch, files: &mut BTreeMap<FileKey, DumpFile>
 }
 
 /// Reads the `tensor` table of a unit for one dump file: data_name → tensor.
-pub(crate) async fn read_tensors(lake: &Lake, unit: &CommitRecord, key: FileKey) -> Result<Tensors, CompareError> {
+pub(crate) async fn read_tensors(lake: &Lake, unit: &CommitRecord, key: Origin) -> Result<Tensors, CompareError> {
     tensors_from_batches(&batches(lake, unit, Table::Tensor).await?, key)
 }
 
 /// The tensors of dump file `key` in a unit's `tensor` batches: data_name → tensor.
-pub(crate) fn tensors_from_batches(batches: &[RecordBatch], key: FileKey) -> Result<Tensors, CompareError> {
+pub(crate) fn tensors_from_batches(batches: &[RecordBatch], key: Origin) -> Result<Tensors, CompareError> {
     let mut out = HashMap::new();
     for batch in batches {
         let data_name = strings(batch, "data_name")?;
@@ -175,7 +193,7 @@ pub(crate) fn tensors_from_batches(batches: &[RecordBatch], key: FileKey) -> Res
         let inner = typed::<Int64Array>(batch, "inner_step")?;
         let pid = typed::<Int64Array>(batch, "pid")?;
         for i in 0..batch.num_rows() {
-            if (opt_i64(inner, i), opt_i64(pid, i)) != key {
+            if (Origin { inner_step: opt_i64(inner, i), pid: opt_i64(pid, i) }) != key {
                 continue;
             }
             let t = TensorData {

@@ -24,12 +24,23 @@ use datafusion::common::utils::take_function_args;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
-/// The mapping options of one comparison (none by default).
+/// The mapping options of one comparison (none by default): `-dm`, `-cm`, and `-fm`, which
+/// pairs rows by a walk rather than by their keys (`fuzzy.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mappings {
     data: Option<HashMap<String, String>>,
     /// In the file's order: the substitutions apply one after another.
     cell: Option<Vec<(String, String)>>,
+    fuzzy: bool,
+}
+
+/// How one side's join keys are made.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Keys<'m> {
+    /// msprobe's default: the item, a backward entry's with its call renumbered.
+    Renumbered,
+    /// The raw item, not renumbered, under the target's mapping options when given.
+    Raw(Option<&'m Mappings>),
 }
 
 /// A mapping file that cannot be used.
@@ -45,7 +56,42 @@ pub struct MappingError {
 impl Mappings {
     /// Whether no option is given: keys and dtype checks are msprobe's defaults.
     pub fn is_empty(&self) -> bool {
-        self.data.is_none() && self.cell.is_none()
+        self.data.is_none() && self.cell.is_none() && !self.fuzzy
+    }
+
+    /// With `-fm`: no side's backward calls are renumbered, and unless `-dm` is given too, rows
+    /// are paired by msprobe's fuzzy walk over names without call counters. msprobe 26.2 gives
+    /// usable results this way in tensor mode only; a comparison in another mode is refused
+    /// ([`CompareError::FuzzyMatchMode`](crate::CompareError::FuzzyMatchMode)).
+    pub fn with_fuzzy_match(mut self, yes: bool) -> Self {
+        self.fuzzy = yes;
+        self
+    }
+
+    /// How the target's keys are made.
+    pub(crate) fn target_keys(&self) -> Keys<'_> {
+        match self.is_empty() {
+            true => Keys::Renumbered,
+            false => Keys::Raw(Some(self)),
+        }
+    }
+
+    /// How the golden run's keys are made: renumbered, but with `-fm`.
+    pub(crate) fn golden_keys(&self) -> Keys<'_> {
+        match self.fuzzy {
+            true => Keys::Raw(None),
+            false => Keys::Renumbered,
+        }
+    }
+
+    /// Whether the target's keys are rewritten (`-dm` or `-cm`).
+    pub(crate) fn renames(&self) -> bool {
+        self.data.is_some() || self.cell.is_some()
+    }
+
+    /// Whether rows are paired by the fuzzy walk (`-fm` without `-dm`, whose join wins).
+    pub(crate) fn walks(&self) -> bool {
+        self.fuzzy && self.data.is_none()
     }
 
     /// With `-dm`: each target row named by a key is joined with the golden row named by its

@@ -13,13 +13,15 @@ use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::physical_plan::collect;
 use probelake_format::Unit;
 
-use crate::join::columns::as_type;
+use crate::error::CompareError;
+use crate::join::fuzzy::fuzzy_pairs;
+use crate::join::keyed::{pairs_batch, KeyedLeaf};
 use crate::join::leaves::{leaves_sql, unit_filter, SideLeaves};
-use crate::join::load::FileKey;
-use crate::join::mapping::{Mappings, TargetKey};
+use crate::join::mapping::{Keys, Mappings, TargetKey};
 use crate::join::prepared::{PairFiles, PlanHandle, PreparedPlans};
 use crate::threads::map_scoped;
-use crate::CompareError;
+use probelake_format::columns::cast_column;
+use probelake_msprobe::Origin;
 use probelake_query::msprobe::leaf_side::{leaf_stats, side_of_leaf, text_at, LeafColumns, LEAF_COLUMNS};
 use probelake_query::msprobe::pyfmt::PyVal;
 use probelake_query::msprobe::rows::{dtype_gate, MatchedRow, MS_FLOATS, TORCH_FLOATS};
@@ -107,7 +109,7 @@ const ROW_ORDER: [&str; 7] = ["file_no", "t_seq", "t_state", "t_leaf", "g_seq", 
 /// (with `t_state`, `g_state`, the columns of the order). A leaf's `dump` columns are in the
 /// side's `dump` table at that `seq` and `leaf` of the `file_no`-th dump file of the unit.
 pub fn compare_sql(t: &Unit, g: &Unit) -> String {
-    format!("{}\nORDER BY {}", joined_sql(t, g, true, false), ROW_ORDER.join(", "))
+    format!("{}\nORDER BY {}", joined_sql(t, g, true, &Mappings::default()), ROW_ORDER.join(", "))
 }
 
 /// [`compare_sql`] as the compare runs it: without its `ORDER BY`, since `run_in` orders the
@@ -119,12 +121,8 @@ pub fn compare_sql(t: &Unit, g: &Unit) -> String {
 ///
 /// With `mapped`, the target's key is `msprobe_target_key(item)`: its raw name under the
 /// comparison's mappings, registered in the pair's session (`mapping.rs`).
-fn joined_sql(t: &Unit, g: &Unit, gated: bool, mapped: bool) -> String {
-    const KEY: &str = "msprobe_compare_key(name, item, backward_order)";
-    let target_key = match mapped {
-        true => format!("{}(item)", TargetKey::NAME),
-        false => KEY.to_string(),
-    };
+fn joined_sql(t: &Unit, g: &Unit, gated: bool, mappings: &Mappings) -> String {
+    let [target_key, golden_key] = key_sql(mappings);
     let matched = match gated {
         true => {
             let (torch, ms) = (in_list(&TORCH_FLOATS), in_list(&MS_FLOATS));
@@ -145,7 +143,38 @@ SELECT t.file_no, t.name AS t_name, t.item AS t_item, g.name AS g_name, g.item A
 FROM t_keyed t
 LEFT JOIN g_keyed g ON t.file_no = g.file_no AND t.cmp_key = g.cmp_key",
         side_ctes("t", "target", t, gated, &target_key),
-        side_ctes("g", "golden", g, gated, KEY),
+        side_ctes("g", "golden", g, gated, &golden_key),
+    )
+}
+
+/// Each side's join key: msprobe's, with backward calls renumbered, or under the mapping
+/// options the raw item, the target's through `msprobe_target_key` (`mapping.rs`).
+fn key_sql(mappings: &Mappings) -> [String; 2] {
+    const RENUMBERED: &str = "msprobe_compare_key(name, item, backward_order)";
+    let target = match mappings.target_keys() {
+        Keys::Renumbered => RENUMBERED.to_string(),
+        Keys::Raw(_) if mappings.renames() => format!("{}(item)", TargetKey::NAME),
+        Keys::Raw(_) => "item".to_string(),
+    };
+    let golden = match mappings.golden_keys() {
+        Keys::Renumbered => RENUMBERED,
+        Keys::Raw(_) => "item",
+    };
+    [target, golden.to_string()]
+}
+
+/// The SQL of `-fm`'s walk: both sides' keyed leaves, which `fuzzy.rs` pairs, in place of the
+/// join of [`joined_sql`].
+fn walked_sql(t: &Unit, g: &Unit, mappings: &Mappings) -> String {
+    let [target_key, golden_key] = key_sql(mappings);
+    format!(
+        "WITH {},
+{}
+SELECT 'target' AS side, file_no, name, item, seq, state, leaf, cmp_key FROM t_keyed
+UNION ALL
+SELECT 'golden' AS side, file_no, name, item, seq, state, leaf, cmp_key FROM g_keyed",
+        side_ctes("t", "target", t, false, &target_key),
+        side_ctes("g", "golden", g, false, &golden_key),
     )
 }
 
@@ -165,7 +194,7 @@ ORDER BY side, file_no",
 /// One dump file of a side as the plan lists it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PlanFile {
-    pub key: FileKey,
+    pub key: Origin,
     pub has_md5: bool,
 }
 
@@ -243,7 +272,10 @@ pub(crate) async fn run_in(
     let started = std::time::Instant::now();
     // The join last: a task spawned last is the first its worker runs, and the join's
     // planning is the long one; the other core takes the three short plans and runs them.
-    let joined = joined_sql(t, g, false, !mappings.is_empty());
+    let joined = match mappings.walks() {
+        true => walked_sql(t, g, mappings),
+        false => joined_sql(t, g, false, mappings),
+    };
     let sqls = [leaves_sql("target", t), leaves_sql("golden", g), files_sql(t, g), joined];
     let handles = prepared.start(session, files, &sqls.each_ref().map(String::as_str))?;
     let planning = handles.iter().any(PlanHandle::is_planning);
@@ -273,6 +305,10 @@ pub(crate) async fn run_in(
         prepared.keep(files, &[t_plan, g_plan, files_plan, compare_plan]);
     }
     let (target_files, golden_files) = file_lists(&file_rows)?;
+    let batches = match mappings.walks() {
+        true => vec![walk_batches(&batches)?],
+        false => batches,
+    };
     let jobs = [(&t_leaves, &target_files), (&g_leaves, &golden_files)];
     let [t_leaves, g_leaves] = <[_; 2]>::try_from(map_scoped(&jobs, |(b, f)| SideLeaves::new(b, f, None)))
         .map_err(|_| CompareError::Schema("two sides".into()))?;
@@ -285,11 +321,11 @@ impl PlanOutput {
     /// order, the compare rows (batches of the columns [`compare_sql`] selects) and each
     /// side's compared leaves.
     pub(crate) fn assemble(
-        [target_files, golden_files]: [Vec<FileKey>; 2],
+        [target_files, golden_files]: [Vec<Origin>; 2],
         batches: &[RecordBatch],
         [t_leaves, g_leaves]: [SideLeaves; 2],
     ) -> Result<PlanOutput, CompareError> {
-        let listed = |keys: Vec<FileKey>, side: &SideLeaves| {
+        let listed = |keys: Vec<Origin>, side: &SideLeaves| {
             (1i64..).zip(keys).map(|(no, key)| PlanFile { key, has_md5: side.has_md5(no) }).collect()
         };
         let batches: Vec<RowColumns> = batches.iter().map(RowColumns::new).collect::<Result<_, _>>()?;
@@ -323,14 +359,14 @@ impl PlanOutput {
 }
 
 /// The target's and the golden's dump files, in pairing order, from the file-list plan.
-fn file_lists(batches: &[RecordBatch]) -> Result<(Vec<FileKey>, Vec<FileKey>), CompareError> {
+fn file_lists(batches: &[RecordBatch]) -> Result<(Vec<Origin>, Vec<Origin>), CompareError> {
     let (mut target, mut golden) = (Vec::new(), Vec::new());
     for batch in batches {
-        let side = as_type(batch, "side", &DataType::Utf8)?;
-        let inner = as_type(batch, "inner_step", &DataType::Int64)?;
-        let pid = as_type(batch, "pid", &DataType::Int64)?;
+        let side = cast_column(batch, "side", &DataType::Utf8)?;
+        let inner = cast_column(batch, "inner_step", &DataType::Int64)?;
+        let pid = cast_column(batch, "pid", &DataType::Int64)?;
         for i in 0..batch.num_rows() {
-            let key = (opt_i64(&inner, i), opt_i64(&pid, i));
+            let key = Origin { inner_step: opt_i64(&inner, i), pid: opt_i64(&pid, i) };
             match opt_str(&side, i) {
                 Some("target") => target.push(key),
                 _ => golden.push(key),
@@ -370,16 +406,17 @@ struct RowColumns {
 
 impl RowColumns {
     fn new(batch: &RecordBatch) -> Result<Self, CompareError> {
-        let int64 =
-            |c: &str| Ok::<_, CompareError>(as_type(batch, c, &DataType::Int64)?.as_primitive::<Int64Type>().clone());
-        let utf8 = |c: &str| Ok::<_, CompareError>(as_type(batch, c, &DataType::Utf8)?.as_string::<i32>().clone());
+        let int64 = |c: &str| {
+            Ok::<_, CompareError>(cast_column(batch, c, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+        };
+        let utf8 = |c: &str| Ok::<_, CompareError>(cast_column(batch, c, &DataType::Utf8)?.as_string::<i32>().clone());
         let [t_name, t_item, g_name, g_item] = ["t_name", "t_item", "g_name", "g_item"].map(utf8);
         let [o1, o2, o3, o4, o5, o6] =
             [ROW_ORDER[1], ROW_ORDER[2], ROW_ORDER[3], ROW_ORDER[4], ROW_ORDER[5], ROW_ORDER[6]].map(int64);
         Ok(RowColumns {
             file_no: int64(ROW_ORDER[0])?,
             names: [t_name?, t_item?, g_name?, g_item?],
-            matched: as_type(batch, "matched", &DataType::Boolean)?.as_boolean().clone(),
+            matched: cast_column(batch, "matched", &DataType::Boolean)?.as_boolean().clone(),
             order: [o1?, o2?, o3?, o4?, o5?, o6?],
         })
     }
@@ -462,6 +499,39 @@ impl RowColumns {
         let stats = |(item, _, leaf): RowLeaf<'_>| leaf_stats(item, &leaf);
         Ok((stats(npu), bench.map(stats)))
     }
+}
+
+/// The compare rows of `-fm`: the walk over both sides' keyed leaves ([`walked_sql`]'s rows).
+fn walk_batches(batches: &[RecordBatch]) -> Result<RecordBatch, CompareError> {
+    let mut columns = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let int64 = |c: &str| {
+            Ok::<_, CompareError>(cast_column(batch, c, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+        };
+        let utf8 = |c: &str| Ok::<_, CompareError>(cast_column(batch, c, &DataType::Utf8)?.as_string::<i32>().clone());
+        let texts = [utf8("side")?, utf8("name")?, utf8("item")?, utf8("cmp_key")?];
+        let numbers = [int64("file_no")?, int64("seq")?, int64("state")?, int64("leaf")?];
+        columns.push((texts, numbers));
+    }
+    let (mut t, mut g) = (Vec::new(), Vec::new());
+    for ([side, name, item, key], [file_no, seq, state, leaf]) in &columns {
+        for i in 0..side.len() {
+            let row = KeyedLeaf {
+                file_no: file_no.value(i),
+                seq: seq.value(i),
+                leaf: leaf.value(i),
+                state: i32::try_from(state.value(i)).unwrap_or_default(),
+                name: name.value(i),
+                item: item.value(i),
+                key: std::borrow::Cow::Borrowed(key.value(i)),
+            };
+            match side.value(i) {
+                "target" => t.push(row),
+                _ => g.push(row),
+            }
+        }
+    }
+    pairs_batch(&fuzzy_pairs(&t, &g))
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use probelake_format::schema::schema_of;
 use probelake_format::{CommitRecord, Lake, Table};
 
-use crate::CompareError;
+use crate::error::CompareError;
 use probelake_query::session::{run_store_url, PlanTask, RunSession};
 use probelake_query::table::LakeTable;
 use probelake_query::QueryError;

@@ -10,8 +10,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::error::CompareError;
 use crate::join::load::{DumpFile, TensorData};
 use crate::join::plan::{PlanOutput, RowRef};
+use crate::mode::CompareMode;
 use crate::table::cells::Rows;
 use crate::table::columns::{self, ColumnKinds};
 use crate::table::md5;
@@ -19,7 +21,6 @@ use crate::table::rules::{self, Cv, RuleRow, RuleSet};
 use crate::table::stats;
 use crate::table::tensor::{self, Metric};
 use crate::threads::{cores, map_scoped, stream_scoped};
-use crate::{CompareError, CompareMode};
 use probelake_query::msprobe::pyfmt::{push_py_str_list, PyVal};
 use probelake_query::msprobe::rows::{MatchedRow, Side};
 

@@ -12,8 +12,11 @@ use probelake_format::layout::stage_folder_name;
 use probelake_format::output_tree::OutputTree;
 use probelake_format::Unit;
 
+use crate::comparison::planned::PlannedUnit;
+use crate::comparison::{Comparison, UnitComparison};
+use crate::error::CompareError;
 use crate::runs::pairing::{PairingRule, UnitPair};
-use crate::{CompareError, Comparison, PlannedUnit, UnitComparison};
+use probelake_msprobe::Origin;
 
 /// The files a comparison writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +69,14 @@ impl<'a> Naming<'a> {
 /// [`PlannedUnit::target_files`]).
 pub fn result_file_name(
     unit: &Unit,
-    target_files: &[(Option<i64>, Option<i64>)],
+    target_files: &[Origin],
     naming: Naming<'_>,
     stamp: &str,
     format: ResultFormat,
 ) -> String {
     let ext = format.extension();
     let pid = match target_files {
-        [(_, Some(pid))] => Some(*pid),
+        [Origin { pid: Some(pid), .. }] => Some(*pid),
         _ => None,
     };
     match (naming, unit.rank, pid) {
@@ -174,7 +177,7 @@ impl ResultFiles {
     }
 
     /// The path, under the output folder, of the result of `unit`.
-    fn relative_path(&self, unit: &Unit, target_files: &[(Option<i64>, Option<i64>)], naming: Naming<'_>) -> PathBuf {
+    fn relative_path(&self, unit: &Unit, target_files: &[Origin], naming: Naming<'_>) -> PathBuf {
         let dir = if self.nested {
             PathBuf::from(format!("step{}", unit.step)).join(stage_folder_name(&unit.stage))
         } else {
@@ -221,7 +224,7 @@ impl ResultFiles {
     pub fn add_table(
         &mut self,
         result: &UnitComparison,
-        target_files: &[(Option<i64>, Option<i64>)],
+        target_files: &[Origin],
         naming: Naming<'_>,
     ) -> Result<(), ResultError> {
         let rel = self.relative_path(&result.unit, target_files, naming);
@@ -344,15 +347,20 @@ mod tests {
     #[test]
     fn names_as_msprobe_names_them() {
         let unit = Unit { step: 0, stage: "default".into(), rank: 3 };
-        let name = |files: &[(Option<i64>, Option<i64>)], naming| {
-            result_file_name(&unit, files, naming, "20261127010203", ResultFormat::Csv)
-        };
+        let name =
+            |files: &[Origin], naming| result_file_name(&unit, files, naming, "20261127010203", ResultFormat::Csv);
         assert_eq!(name(&[], Naming::File), "compare_result_20261127010203.csv");
         assert_eq!(name(&[], Naming::Folder("rank")), "compare_result_rank_20261127010203.csv");
         assert_eq!(name(&[], Naming::Unit), "compare_result_rank3_20261127010203.csv");
         let proc = Unit { rank: -1, ..unit.clone() };
         assert_eq!(
-            result_file_name(&proc, &[(None, Some(6420))], Naming::Unit, "1", ResultFormat::Xlsx),
+            result_file_name(
+                &proc,
+                &[Origin { inner_step: None, pid: Some(6420) }],
+                Naming::Unit,
+                "1",
+                ResultFormat::Xlsx
+            ),
             "compare_result_proc6420_1.xlsx"
         );
         assert_eq!(result_file_name(&proc, &[], Naming::Unit, "1", ResultFormat::Parquet), "compare_result_1.parquet");

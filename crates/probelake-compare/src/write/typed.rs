@@ -15,9 +15,8 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
-use crate::CompareError;
-
-use crate::UnitComparison;
+use crate::comparison::UnitComparison;
+use crate::error::CompareError;
 
 /// How one column of msprobe's table is typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +71,17 @@ fn data_type(kind: ColumnKind) -> DataType {
     }
 }
 
-/// A number cell as msprobe prints it; `None` for its tokens.
-fn number(cell: &str) -> Option<f64> {
+/// A number cell of msprobe's table as a number: `12.5%` is 12.5, `True`/`False` are 1 and 0,
+/// `nan`/`Nan` and `inf` are NaN and infinity; `None` for its other tokens (`N/A`, `None`,
+/// `unsupported`, …).
+///
+/// ```
+/// use probelake_compare::cell_number;
+/// assert_eq!(cell_number("0.0042%"), Some(0.0042));
+/// assert!(cell_number("Nan").is_some_and(f64::is_nan));
+/// assert_eq!(cell_number("N/A"), None);
+/// ```
+pub fn cell_number(cell: &str) -> Option<f64> {
     let text = cell.strip_suffix('%').unwrap_or(cell);
     match text {
         "True" => Some(1.0),
@@ -103,7 +111,7 @@ fn flag(cell: &str) -> Option<bool> {
 fn column(kind: ColumnKind, cells: &[Option<&str>]) -> ArrayRef {
     match kind {
         ColumnKind::Text => Arc::new(cells.iter().map(|c| c.filter(|c| *c != "N/A")).collect::<StringArray>()),
-        ColumnKind::Number => Arc::new(cells.iter().map(|c| c.and_then(number)).collect::<Float64Array>()),
+        ColumnKind::Number => Arc::new(cells.iter().map(|c| c.and_then(cell_number)).collect::<Float64Array>()),
         ColumnKind::Flag => Arc::new(cells.iter().map(|c| c.and_then(flag)).collect::<BooleanArray>()),
         ColumnKind::Shape => {
             let mut list = ListBuilder::new(Int64Builder::new());
@@ -157,7 +165,7 @@ mod tests {
     use probelake_format::Unit;
 
     use super::*;
-    use crate::CompareMode;
+    use crate::mode::CompareMode;
 
     #[test]
     fn cells_become_typed_values() {
@@ -172,8 +180,8 @@ mod tests {
             unit: Unit::new(3, "actor_update", 1),
             mode: CompareMode::Statistics,
             header: header.map(String::from).to_vec(),
-            rows: crate::Rows::from_cells(header.len(), rows.iter().flatten()),
-            target_files: vec![(None, None)],
+            rows: crate::table::cells::Rows::from_cells(header.len(), rows.iter().flatten()),
+            target_files: vec![probelake_msprobe::Origin::default()],
         };
         let batch = table.to_record_batch().unwrap();
         assert_eq!(batch.schema().field(0).name(), "step");

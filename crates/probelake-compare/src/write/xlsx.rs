@@ -22,11 +22,9 @@ use std::io::{Cursor, Read as _, Write as _};
 
 use rust_xlsxwriter::Workbook;
 
-use crate::CompareError;
-
-use crate::CompareMode;
-
-use crate::Rows;
+use crate::error::CompareError;
+use crate::mode::CompareMode;
+use crate::table::cells::Rows;
 
 /// A workbook's failure, with what was being written.
 trait Context<T> {

@@ -19,8 +19,10 @@ use std::collections::BTreeMap;
 
 use datafusion::arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::common::HashMap;
+use probelake_format::columns;
 use probelake_format::lake::{FetchedFile, FileBatches};
 use probelake_format::FormatError;
+use probelake_msprobe::Origin;
 
 use crate::udf::rel_err::rel_err;
 
@@ -174,10 +176,7 @@ fn corrupt(location: &str, message: String) -> FormatError {
 
 /// The column `name` of `batch` (from the file at `location`) as an array of type `A`.
 fn typed<A: Array + Clone + 'static>(batch: &RecordBatch, name: &str, location: &str) -> Result<A, FormatError> {
-    let column = batch.column_by_name(name).ok_or_else(|| corrupt(location, format!("no column `{name}`")))?;
-    column.as_any().downcast_ref::<A>().cloned().ok_or_else(|| {
-        corrupt(location, format!("column `{name}` is {}, not what the dump table holds", column.data_type()))
-    })
+    columns::typed::<A>(batch, name).cloned().map_err(|e| corrupt(location, e.to_string()))
 }
 
 /// One file's output rows, a batch at a time.
@@ -274,7 +273,7 @@ impl Outputs {
 #[derive(Default)]
 struct Numbering {
     /// Per (inner step, pid), per op: the last backward call's `seq` and its order.
-    last: HashMap<(Option<i64>, Option<i64>), HashMap<String, LastCall>>,
+    last: HashMap<Origin, HashMap<String, LastCall>>,
 }
 
 /// The `seq` of an op's last backward call and its order.
@@ -299,7 +298,7 @@ impl Numbering {
     }
 
     fn order(&mut self, row: &Row<'_>) -> i64 {
-        let ops = self.last.entry((row.inner_step, row.pid)).or_default();
+        let ops = self.last.entry(Origin { inner_step: row.inner_step, pid: row.pid }).or_default();
         match ops.get_mut(row.op) {
             Some((seq, order)) => {
                 if *seq != row.seq {
