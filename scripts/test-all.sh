@@ -36,6 +36,7 @@ refuse() { # CRATE PATTERN WHY
 refuse probelake-format '^probelake-(msprobe|synth) ' "the dataset kernel must not know msprobe's files"
 refuse probelake-query '^probelake-(synth|compare) ' "queries must not build on the synthesizer or on compare"
 refuse probelake-compare '^probelake-synth ' "compare must not build on the synthesizer"
+refuse probelake-report '^probelake-synth ' "the report must not build on the synthesizer"
 refuse probelake-writer '^probelake-(synth|query) ' "the writer must not build on the synthesizer or DataFusion"
 
 step "cargo clippy --all-targets -- -D warnings"
@@ -78,7 +79,8 @@ cargo test --workspace
 # package in the release profile.
 step "probelake Python package into the venv (ruff, then the native module the build made)"
 "$venv/bin/ruff" format --check crates/probelake-python/python tests/python/test_package.py \
-    tests/python/test_msprobe_route.py tests/python/test_msprobe_device_path.py tests/python/msprobe_job.py
+    tests/python/test_msprobe_route.py tests/python/test_msprobe_device_path.py tests/python/msprobe_job.py \
+    tests/python/test_report.py
 "$venv/bin/ruff" check crates/probelake-python/python
 case "$target" in
     /*) built="$target/debug" ;;
@@ -91,6 +93,17 @@ echo "$package" >"$site/probelake-dev.pth"
 # The start-up hook behind PROBELAKE_MSPROBE_LAKE, which a wheel installs from probelake.data/.
 cp crates/probelake-python/probelake.data/purelib/probelake_msprobe.pth "$site/"
 "$venv/bin/python" -c 'import probelake; print("probelake", probelake.__file__)'
+
+# The report's pages are tested in Debian's Chromium, driven by playwright-core from npm (no
+# browser of its own is downloaded); Node.js 20 and npm come with the machine.
+step "Chromium (apt) and playwright-core (npm) for the report's browser tests"
+if ! command -v chromium-headless-shell >/dev/null && ! command -v chromium >/dev/null; then
+    as_root=()
+    if [ "$(id -u)" != 0 ]; then as_root=(sudo); fi
+    "${as_root[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium-headless-shell
+fi
+(cd tests/report && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 
 step "pytest tests/python"
 # The binary `cargo test` built for the e2e tests: `cargo build --bin probelake` alone resolves

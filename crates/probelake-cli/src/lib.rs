@@ -34,6 +34,7 @@ Examples:
   probelake sql --run target=./lake/bug --run golden=./lake/base -f sql/first_divergence.sql
   AWS_ENDPOINT=http://127.0.0.1:9000 AWS_ALLOW_HTTP=true probelake import ./dumps s3://bucket/run-a
   probelake plot divergence ./lake/bug ./lake/base   # divergence.svg and divergence.png
+  probelake report ./lake/bug ./lake/base -o report.html   # one offline page: where they part
   probelake cluster scheduler --bind 0.0.0.0:50050   # then executors, then --cluster HOST:PORT
 
 Exit codes: 0 success; 1 the runs differ (compare: some row is `error`; divergence: the runs
@@ -71,6 +72,8 @@ pub enum Command {
     Divergence(cmd::divergence::Args),
     /// Draw charts of runs (SVG and PNG): statistics across steps, divergence heatmaps.
     Plot(cmd::plot::Args),
+    /// Write one offline HTML page that shows where two runs part.
+    Report(cmd::report::Args),
     /// Remove files no commit names (left by killed or failed writes).
     Vacuum(cmd::vacuum::Args),
     /// Write a synthetic msprobe dump tree of any size (benchmarks, tests, trying things out).
@@ -117,6 +120,7 @@ pub fn run() -> ExitCode {
             Command::Compare(args) => cmd::compare::run(&ctx, args).await,
             Command::Divergence(args) => cmd::divergence::run(&ctx, args).await,
             Command::Plot(args) => cmd::plot::run(&ctx, args).await,
+            Command::Report(args) => cmd::report::run(&ctx, args).await,
             Command::Vacuum(args) => cmd::vacuum::run(&ctx, args).await,
             Command::Synth(args) => cmd::synth::run(&ctx, args).await,
             Command::Demo(args) => cmd::demo::run(&ctx, args).await,

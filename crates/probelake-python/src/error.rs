@@ -167,6 +167,19 @@ impl From<probelake_compare::JobError> for Error {
     }
 }
 
+impl From<probelake_report::ReportError> for Error {
+    fn from(e: probelake_report::ReportError) -> Self {
+        use probelake_report::ReportError as R;
+        match e {
+            R::Input(e) => e.into(),
+            R::Pairing(e) => e.into(),
+            R::Argument(message) => Error::argument(message),
+            R::Format(_) | R::Column(_) | R::Schema(_) => Error::chain(Kind::Dataset, &e),
+            _ => Error::chain(Kind::Compare, &e),
+        }
+    }
+}
+
 impl From<probelake_compare::write::results::ResultError> for Error {
     fn from(e: probelake_compare::write::results::ResultError) -> Self {
         Error::chain(Kind::Compare, &e)

@@ -40,6 +40,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::export_msprobe, m)?)?;
     m.add_function(wrap_pyfunction!(ops::compare, m)?)?;
     m.add_function(wrap_pyfunction!(ops::divergence, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::report, m)?)?;
     m.add_function(wrap_pyfunction!(ops::reader_schema, m)?)?;
     m.add_function(wrap_pyfunction!(msprobe::check_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(msprobe::commit_captured, m)?)?;

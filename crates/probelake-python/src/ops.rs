@@ -10,6 +10,7 @@ use probelake_compare::{
     read_mapping_file, CompareJob, DivergenceJob, MappingError, Mappings, ModeChoice, Output, UnknownWord,
 };
 use probelake_msprobe::{export, import, ExportOptions, ImportOptions, NoProgress, Overrides, TreeLayout};
+use probelake_report::{page, ReportError, ReportJob};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
@@ -145,10 +146,11 @@ fn unit_choice(units: Option<&Bound<'_, PyDict>>) -> Result<UnitChoice> {
 
 /// `probelake compare TARGET GOLDEN`: the units of both runs paired as the CLI pairs them and
 /// compared as msprobe compare does ([`CompareJob`]). Returns the typed table (an Arrow
-/// stream), the count of `error` rows, the files written under `out` (named as the CLI names
+/// stream; none with `out`, whose files are written as each table is built, as the CLI writes
+/// them), the count of `error` rows, the files written under `out` (named as the CLI names
 /// them) and the notes on how the units were paired.
 #[pyfunction]
-#[pyo3(signature = (target, golden, out=None, mode=None, format=None, units=None, storage_options=None, data_mapping=None, cell_mapping=None, bare_cell_mapping=false))]
+#[pyo3(signature = (target, golden, out=None, mode=None, format=None, units=None, storage_options=None, data_mapping=None, cell_mapping=None, bare_cell_mapping=false, fuzzy_match=false))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn compare<'py>(
     py: Python<'py>,
@@ -162,7 +164,8 @@ pub fn compare<'py>(
     data_mapping: Option<PathBuf>,
     cell_mapping: Option<PathBuf>,
     bare_cell_mapping: bool,
-) -> PyResult<(PyArrowStream, usize, Vec<PathBuf>, Vec<String>)> {
+    fuzzy_match: bool,
+) -> PyResult<(Option<PyArrowStream>, usize, Vec<PathBuf>, Vec<String>)> {
     let storage = self::storage_options(storage_options)?;
     let mapping_error = |e: MappingError| Error::argument(e.to_string());
     let mut mappings = Mappings::default();
@@ -174,25 +177,27 @@ pub fn compare<'py>(
     } else if bare_cell_mapping {
         mappings = mappings.with_cell_mapping([]);
     }
+    let mappings = mappings.with_fuzzy_match(fuzzy_match);
     let mode: ModeChoice =
         mode.as_deref().unwrap_or("auto").parse().map_err(|e: UnknownWord| Error::argument(e.to_string()))?;
     let format: ResultFormat =
         format.as_deref().unwrap_or("csv").parse().map_err(|e: UnknownWord| Error::argument(e.to_string()))?;
-    // The table is returned: it is built whole, and the files are written from it.
+    // With a folder, each table is written as it is built, as the command line writes it, and
+    // none is held; without one, the tables are returned.
     let output = match out {
-        Some(dir) => Output::FilesAndTables { dir, format },
+        Some(dir) => Output::Files { dir, format },
         None => Output::Tables,
     };
     let job = CompareJob::new(target, golden)
         .storage(storage)
         .mode(mode.mode())
         .units(unit_choice(units)?)
-        .mappings(mappings)
-        .output(output);
-    let report = block_on(py, async move { job.run(&NoProgress).await })?.map_err(Error::from)?;
+        .mappings(mappings);
+    let tables = matches!(output, Output::Tables);
+    let report = block_on(py, async move { job.output(output).run(&NoProgress).await })?.map_err(Error::from)?;
     let batches = report.tables.iter().map(|t| t.to_record_batch()).collect::<std::result::Result<Vec<_>, _>>();
-    let batches = batches.map_err(Error::from)?;
-    Ok((batches_stream(batches), report.errors, report.files, report.notes))
+    let table = tables.then(|| batches.map(batches_stream)).transpose().map_err(Error::from)?;
+    Ok((table, report.errors, report.files, report.notes))
 }
 
 /// A stream over `batches` (the schema of the first; none when there are no batches).
@@ -224,6 +229,43 @@ pub fn divergence<'py>(
     let report = block_on(py, async move { job.run().await })?.map_err(Error::from)?;
     let stream = PyArrowStream::new(report.schema, Source::Batches(report.batches.into_iter()), None);
     Ok((stream, report.notes))
+}
+
+/// `probelake report TARGET GOLDEN -o OUT`: one offline HTML page that shows where the runs
+/// part ([`ReportJob`]), written to `out`. Returns the counts (units, rows, errors, warnings,
+/// NaN/inf rows, unmatched rows), the earliest diverging op and the pairing notes.
+#[pyfunction]
+#[pyo3(signature = (target, golden, out, threshold=0.5, units=None, storage_options=None, worst=None, detail_rows=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub fn report<'py>(
+    py: Python<'py>,
+    target: String,
+    golden: String,
+    out: PathBuf,
+    threshold: f64,
+    units: Option<&Bound<'py, PyDict>>,
+    storage_options: Option<&Bound<'py, PyDict>>,
+    worst: Option<usize>,
+    detail_rows: Option<usize>,
+) -> PyResult<([usize; 6], Option<String>, Vec<String>)> {
+    let storage = self::storage_options(storage_options)?;
+    let job = ReportJob::new(target, golden)
+        .storage(storage)
+        .threshold(threshold)
+        .units(unit_choice(units)?)
+        .limits(worst.unwrap_or(probelake_report::WORST_ROWS), detail_rows.unwrap_or(probelake_report::DETAIL_ROWS));
+    job.check().map_err(Error::from)?;
+    let written = block_on(py, async move {
+        let data = job.run(&NoProgress).await?;
+        let html = page(&data).map_err(ReportError::from)?;
+        std::fs::write(&out, html.as_bytes())
+            .map_err(|source| ReportError::Write { path: out.display().to_string(), source })?;
+        Ok::<_, ReportError>(data)
+    })?;
+    let data = written.map_err(Error::from)?;
+    let c = data.counts;
+    let counts = [c.units, c.rows, c.errors, c.warnings, c.nan_inf, c.unmatched];
+    Ok((counts, data.first.map(|f| f.op), data.notes))
 }
 
 /// The typed schema of `table` as readers see it (`_probelake/schema/<table>.parquet`), as an

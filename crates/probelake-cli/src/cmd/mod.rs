@@ -9,6 +9,7 @@ pub mod files;
 pub mod import;
 pub mod info;
 pub mod plot;
+pub mod report;
 pub mod sql;
 pub mod synth;
 pub mod vacuum;

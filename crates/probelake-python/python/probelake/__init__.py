@@ -3,7 +3,8 @@
 - `open(uri)` → `Lake`: committed units as pyarrow datasets, pandas and polars frames;
   `lake.unit(step, stage, rank)` records entries from a running job (torch tensors included);
 - `sql(query, **runs)`: DataFusion SQL over runs, as an Arrow stream;
-- `compare`, `divergence`, `import_msprobe`, `export_msprobe`: the command line's capabilities.
+- `compare`, `divergence`, `report`, `import_msprobe`, `export_msprobe`: the command line's
+  capabilities.
 
 Every error is a `ProbelakeError`.
 """
@@ -60,22 +61,76 @@ def sql(query: str, storage_options: Mapping[str, Any] | None = None, **runs: Ur
 @dataclass(frozen=True)
 class Comparison:
     """What `compare` found: msprobe compare's table for every unit pair (typed, led by the
-    target unit's step, stage and rank), the count of rows whose Result is `error`, the result
-    files written, and how the units were paired."""
+    target unit's step, stage and rank; `None` when the tables went to files, see `compare`),
+    the count of rows whose Result is `error`, the result files written, and how the units
+    were paired."""
 
-    table: pa.Table
+    table: pa.Table | None
     errors: int
     files: list[Path]
     notes: list[str]
 
     def to_pandas(self) -> Any:
+        """The table as a pandas DataFrame (with `out`, read the files: they hold the table)."""
+        if self.table is None:
+            raise ArgumentError(
+                f"the table went to {len(self.files)} file(s) and was not kept: read them, e.g. "
+                "pyarrow.parquet.read_table(comparison.files) after format='parquet', or compare without out="
+            )
         return self.table.to_pandas()
 
     def __repr__(self) -> str:
-        return (
-            f"Comparison({self.table.num_rows} rows, {self.errors} with Result `error`, "
-            f"{len(self.files)} file(s) written)"
-        )
+        rows = "tables in files" if self.table is None else f"{self.table.num_rows} rows"
+        return f"Comparison({rows}, {self.errors} with Result `error`, {len(self.files)} file(s) written)"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the counts, the notes, and the rows marked `error` (at most 20)."""
+        return _comparison_html(self)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """What `divergence` found: a row per unit pair where the runs part (the first diverging
+    entry, both sides' statistics and `modules`, the chain of modules above it), and how the
+    units were paired."""
+
+    table: pa.Table
+    notes: list[str]
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self.table.__arrow_c_stream__(requested_schema)
+
+    def __repr__(self) -> str:
+        if self.table.num_rows == 0:
+            return "Divergence(the runs never part)"
+        first = self.table.column("first_divergence")[0].as_py()
+        return f"Divergence({self.table.num_rows} unit pair(s) part; the first row: {first})"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What `report` wrote: the page, its counts, and the earliest diverging op."""
+
+    path: Path
+    units: int
+    rows: int
+    errors: int
+    warnings: int
+    nan_inf: int
+    unmatched: int
+    first: str | None
+    notes: list[str]
+
+    def __repr__(self) -> str:
+        where = f"first parting at {self.first}" if self.first else "no divergence past the threshold"
+        return f"Report({self.path}: {self.units} unit pair(s), {self.rows} rows, {self.errors} error; {where})"
 
 
 def _units(
@@ -117,6 +172,7 @@ def compare(
     storage_options: Mapping[str, Any] | None = None,
     data_mapping: str | os.PathLike[str] | None = None,
     cell_mapping: str | os.PathLike[str] | bool | None = None,
+    fuzzy_match: bool = False,
 ) -> Comparison:
     """`probelake compare`: compares `target` with `golden` (datasets, or msprobe folders and
     dump.json files, read in place and compared in memory), their units paired as the command line pairs them:
@@ -124,12 +180,15 @@ def compare(
     by equal (step, stage, rank). `step`/`stage`/`rank` keep only the target units with that
     value; `target_X` with `golden_X` compares the target's X with the golden run's (both or
     neither). With `out`, writes msprobe's result files there in `format`, named and stamped
-    (local time) as the command line names them; on an error none are left.
+    (local time) as the command line names them, each table written as it is built and none kept
+    in memory (`table` is then `None`: read the files, e.g. `format="parquet"` and
+    `pyarrow.parquet.read_table(result.files)`); on an error none are left.
 
     `data_mapping` and `cell_mapping` are msprobe's `-dm` and `-cm` (a .yaml file of
     `npu_row_name: bench_row_name`, or of `target_cell: golden_cell`; `cell_mapping=True` is a
     bare `-cm`), for runs that name modules or APIs otherwise, with msprobe 26.2's rules
-    (docs/compare.md)."""
+    (docs/compare.md). `fuzzy_match` is msprobe's `-fm`: rows paired by a walk over names
+    without call counters, in tensor mode (other modes raise `CompareError`)."""
     opts = dict(storage_options) if storage_options is not None else None
     units = _units(
         step, stage, rank, (target_step, target_stage, target_rank), (golden_step, golden_stage, golden_rank)
@@ -148,8 +207,32 @@ def compare(
         os.fspath(data_mapping) if data_mapping is not None else None,
         cells,
         cell_mapping is True,
+        bool(fuzzy_match),
     )
-    return Comparison(read_all(data), errors, [Path(f) for f in files], list(notes))
+    table = read_all(data) if data is not None else None
+    return Comparison(table, errors, [Path(f) for f in files], list(notes))
+
+
+def _comparison_html(result: Comparison) -> str:
+    from html import escape
+
+    head = (
+        f"<p><b>{result.errors}</b> row(s) with Result <code>error</code>"
+        + (f", {result.table.num_rows} rows" if result.table is not None else ", the tables in files")
+        + f", {len(result.files)} file(s) written</p>"
+    )
+    notes = "".join(f"<li>{escape(n)}</li>" for n in result.notes)
+    rows = ""
+    if result.table is not None and result.table.num_rows:
+        columns = [
+            c for c in ("step", "stage", "rank", "NPU Name", "Result", "Err_message") if c in result.table.column_names
+        ]
+        errors = [r for r in result.table.select(columns).to_pylist() if r.get("Result") == "error"][:20]
+        if errors:
+            header = "".join(f"<th>{escape(c)}</th>" for c in columns)
+            body = "".join("<tr>" + "".join(f"<td>{escape(str(r[c]))}</td>" for c in columns) + "</tr>" for r in errors)
+            rows = f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div>{head}<ul>{notes}</ul>{rows}</div>"
 
 
 def divergence(
@@ -167,17 +250,52 @@ def divergence(
     target_rank: int | None = None,
     golden_rank: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
-) -> pa.Table:
+) -> Divergence:
     """`probelake divergence`: for every unit pair (paired as `compare` pairs them), the first
     entry in execution order with an output whose statistics differ by more than `threshold`
     (a fraction; 0 finds the first difference of any size), with both sides' statistics and
-    `modules`, the chain of modules above it. A row per unit where the runs part."""
+    `modules`, the chain of modules above it. A row per unit where the runs part, and the
+    notes on how the units were paired."""
     opts = dict(storage_options) if storage_options is not None else None
     units = _units(
         step, stage, rank, (target_step, target_stage, target_rank), (golden_step, golden_stage, golden_rank)
     )
-    data, _notes = _internal.divergence(_uri(target), _uri(golden), threshold, units, opts)
-    return read_all(data)
+    data, notes = _internal.divergence(_uri(target), _uri(golden), threshold, units, opts)
+    return Divergence(read_all(data), list(notes))
+
+
+def report(
+    target: Uri | Lake,
+    golden: Uri | Lake,
+    out: Uri = "report.html",
+    *,
+    threshold: float = 0.5,
+    step: int | None = None,
+    stage: str | None = None,
+    rank: int | None = None,
+    target_step: int | None = None,
+    golden_step: int | None = None,
+    target_stage: str | None = None,
+    golden_stage: str | None = None,
+    target_rank: int | None = None,
+    golden_rank: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    worst: int | None = None,
+    detail_rows: int | None = None,
+) -> Report:
+    """`probelake report`: one offline HTML page at `out` that shows where `target` parts from
+    `golden` (units paired as `compare` pairs them): the verdict, a rank × step heatmap per
+    stage, each unit's module tree, a node's inputs and outputs with its stack, trends, and the
+    worst rows (docs/report.md). `worst` and `detail_rows` bound what the page embeds."""
+    opts = dict(storage_options) if storage_options is not None else None
+    units = _units(
+        step, stage, rank, (target_step, target_stage, target_rank), (golden_step, golden_stage, golden_rank)
+    )
+    path = Path(os.fspath(out))
+    counts, first, notes = _internal.report(
+        _uri(target), _uri(golden), os.fspath(path), threshold, units, opts, worst, detail_rows
+    )
+    return Report(path, *counts, first, list(notes))
 
 
 def import_msprobe(
@@ -221,11 +339,13 @@ __all__ = [
     "CompareError",
     "Comparison",
     "DatasetError",
+    "Divergence",
     "InternalError",
     "Lake",
     "MsprobeError",
     "ProbelakeError",
     "QueryError",
+    "Report",
     "SqlResult",
     "Unit",
     "UnitInfo",
@@ -237,5 +357,6 @@ __all__ = [
     "import_msprobe",
     "open",
     "reader_schema",
+    "report",
     "sql",
 ]

@@ -101,7 +101,8 @@ def compare(
     data_mapping: str | None = None,
     cell_mapping: str | None = None,
     bare_cell_mapping: bool = False,
-) -> tuple[ArrowStream, int, list[Path], list[str]]: ...
+    fuzzy_match: bool = False,
+) -> tuple[ArrowStream | None, int, list[Path], list[str]]: ...
 def divergence(
     target: str,
     golden: str,
@@ -109,6 +110,16 @@ def divergence(
     units: dict[str, int | str | None] | None = None,
     storage_options: StorageOptions = None,
 ) -> tuple[ArrowStream, list[str]]: ...
+def report(
+    target: str,
+    golden: str,
+    out: str,
+    threshold: float = 0.5,
+    units: dict[str, int | str | None] | None = None,
+    storage_options: StorageOptions = None,
+    worst: int | None = None,
+    detail_rows: int | None = None,
+) -> tuple[list[int], str | None, list[str]]: ...
 def reader_schema(table: str) -> object:
     """The schema readers see for `table`, as an "arrow_schema" capsule."""
 
