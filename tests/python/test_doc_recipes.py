@@ -250,6 +250,7 @@ def package_ops(ns, work):
     rows = [r for f in result.files for r in csv.DictReader(f.open(newline=""))]
     assert result.table is None and ns["whole"].table.num_rows == len(rows) > 0
     assert result.errors == len(ns["errors"]) == sum(r["Result"] == "error" for r in rows) > 0
+    assert ns["page"].path.is_file() and ns["page"].units > 0 and ns["page"].rows == len(ns["whole"].table)
     book = ns["book"]
     assert book.files and all(f.suffix == ".xlsx" and "actor_update" in f.parts for f in book.files)
     steps = ns["steps"]

@@ -21,7 +21,7 @@ use probelake_msprobe::Leaf;
 use super::crc::crc32_hex;
 use super::pyfmt::{py_bool, py_int_list, py_str_node, PyVal};
 use super::rows::{data_name_cell, dtype_of, side_of, synthetic_dtype, synthetic_fields, synthetic_stats, Side};
-use crate::QueryError;
+use crate::error::QueryError;
 
 /// The `dump` columns a leaf is rebuilt from, in the order the plan selects them (each with the
 /// side's prefix, `t_` or `g_`).

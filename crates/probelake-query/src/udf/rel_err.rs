@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+pub use crate::msprobe::rel_err::rel_err;
 use datafusion::arrow::array::{AsArray, Float64Array};
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::utils::take_function_args;
@@ -33,17 +34,6 @@ impl RelErr {
     pub fn new() -> Self {
         RelErr { signature: Signature::exact(vec![DataType::Float64, DataType::Float64], Volatility::Immutable) }
     }
-}
-
-/// The scalar rule, shared with `compare`.
-pub fn rel_err(target: f64, golden: f64) -> Option<f64> {
-    if target == golden || (target.is_nan() && golden.is_nan()) {
-        return Some(0.0);
-    }
-    if !target.is_finite() || !golden.is_finite() || golden == 0.0 {
-        return None;
-    }
-    Some(((target - golden) / golden).abs())
 }
 
 impl ScalarUDFImpl for RelErr {

@@ -15,8 +15,8 @@ use probelake_format::{CommitRecord, Lake, Table, Unit};
 mod unit_pair;
 
 use self::unit_pair::{first_communication, first_divergence, Diverging, COMMUNICATION_APIS};
+use crate::error::{QueryError, Result};
 use crate::table::RunUnits;
-use crate::{QueryError, Result};
 
 /// The columns of `sql/first_divergence.sql`.
 pub fn schema() -> SchemaRef {

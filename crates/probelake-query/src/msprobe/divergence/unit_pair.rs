@@ -24,7 +24,7 @@ use probelake_format::lake::{FetchedFile, FileBatches};
 use probelake_format::FormatError;
 use probelake_msprobe::Origin;
 
-use crate::udf::rel_err::rel_err;
+use crate::msprobe::rel_err::rel_err;
 
 /// The dump columns the search reads.
 const COLUMNS: [&str; 11] =
