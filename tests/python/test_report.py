@@ -234,6 +234,10 @@ def test_python_writes_the_same_page_and_says_what_it_found(demo_lake, tmp_path)
         written
     )
     assert set(ours["units"]["stage"]) == {"actor_update"}
+    few = probelake.report(
+        target, golden, tmp_path / "few.html", threshold=0.0, worst=3
+    )
+    assert len(embedded(few.path)["worst"]["name"]) == 3
     with pytest.raises(probelake.ArgumentError, match="threshold"):
         probelake.report(target, golden, tmp_path / "bad.html", threshold=-1)
     assert not (tmp_path / "bad.html").exists()

@@ -180,7 +180,7 @@ impl ReportJob {
             })
         });
         let trends = trends(&units, &samples, &embedded);
-        worst.sort_by(|a, b| b.1.severity.total_cmp(&a.1.severity).then(a.0.cmp(&b.0)));
+        worst_first(&mut worst, self.worst_rows);
         let worst = WorstColumns {
             unit: worst.iter().map(|(u, _)| *u).collect(),
             node: worst.iter().map(|(_, w)| w.node).collect(),
@@ -233,13 +233,15 @@ fn label(uri: &str) -> String {
 
 /// Keeps the `n` worst rows (twice as many are collected before they are cut).
 fn keep_worst(rows: &mut Vec<(usize, WorstRow)>, n: usize) {
-    if rows.len() > 2 * n.max(1) {
-        rows.sort_by(|a, b| b.1.severity.total_cmp(&a.1.severity).then(a.0.cmp(&b.0)));
-        rows.truncate(n);
+    if rows.len() > 2 * n {
+        worst_first(rows, n);
     }
-    if rows.len() > n && n == 0 {
-        rows.clear();
-    }
+}
+
+/// `rows`, worst first (ties in unit order), cut to `n`.
+fn worst_first(rows: &mut Vec<(usize, WorstRow)>, n: usize) {
+    rows.sort_by(|a, b| b.1.severity.total_cmp(&a.1.severity).then(a.0.cmp(&b.0)));
+    rows.truncate(n);
 }
 
 /// The search's rows by unit.

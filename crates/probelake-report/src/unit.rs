@@ -30,6 +30,9 @@ struct RowFacts {
     output: bool,
     /// Relative error, a fraction; `None` for an unmatched row or one with nothing to compare.
     rel: Option<f64>,
+    unmatched: bool,
+    /// NaN or infinity in the target's statistics.
+    nan_inf: bool,
 }
 
 /// A row of the worst-rows table.
@@ -171,7 +174,7 @@ pub(crate) fn summarize(
         if let Some(node) = node {
             node_rows[node].push(i);
         }
-        facts.push(RowFacts { node, output, rel });
+        facts.push(RowFacts { node, output, rel, unmatched, nan_inf });
     }
 
     // Each node's colour: its outputs' worst error, or its rows' when it has no output.
@@ -191,10 +194,10 @@ pub(crate) fn summarize(
                 any_input = true;
                 inputs_fine &= !past(f.rel, threshold);
             }
-            if matches!(cols.text(r, "Bench Name"), None | Some("N/A")) {
+            if f.unmatched {
                 flags[node] |= FLAG_UNMATCHED;
             }
-            if STATS.iter().any(|s| cols.number(r, &format!("NPU {s}")).is_some_and(|x| !x.is_finite())) {
+            if f.nan_inf {
                 flags[node] |= FLAG_NAN_INF;
             }
         }
