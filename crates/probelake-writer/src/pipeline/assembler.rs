@@ -17,12 +17,12 @@ use probelake_msprobe::{
     parse_entry_name, ConstructColumns, ConstructRow, DumpColumns, LeafPlace, SourceColumns, SourceRow, StackColumns,
     StackRow, TensorColumns, TensorRow,
 };
-use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
 use super::worker::EntryRows;
 use super::{Shared, ToAssembler};
 use crate::error::{Result, WriterError};
+use crate::io_runtime::IoRuntime;
 use crate::location::DumpLocation;
 use crate::options::Task;
 
@@ -37,7 +37,7 @@ enum Ending {
 pub(crate) struct Assembler {
     shared: Arc<Shared>,
     lake: Lake,
-    rt: Handle,
+    io: Arc<IoRuntime>,
     workers: usize,
     location: DumpLocation,
     pending: BTreeMap<i64, Box<EntryRows>>,
@@ -57,12 +57,12 @@ pub(crate) struct Assembler {
 }
 
 impl Assembler {
-    pub(crate) fn new(shared: Arc<Shared>, lake: Lake, rt: Handle, workers: usize) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, lake: Lake, io: Arc<IoRuntime>, workers: usize) -> Self {
         let location = DumpLocation::of(&shared.unit, shared.options.pid);
         Assembler {
             shared,
             lake,
-            rt,
+            io,
             workers,
             location,
             pending: BTreeMap::new(),
@@ -105,21 +105,22 @@ impl Assembler {
                     }
                 }
                 Ok(ToAssembler::WorkerDone) => done += 1,
-                Ok(ToAssembler::Commit(tx)) => ending = Some(Ending::Commit(tx)),
-                Ok(ToAssembler::Abort(tx)) => ending = Some(Ending::Abort(tx)),
+                Ok(ToAssembler::Commit(tx, busy)) => ending = Some((Ending::Commit(tx), busy)),
+                Ok(ToAssembler::Abort(tx, busy)) => ending = Some((Ending::Abort(tx), busy)),
                 // Every sender is gone: the writer was dropped and its workers ended.
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        // The ending's `Busy` guard is dropped once its answer is sent.
         match ending {
-            Some(Ending::Commit(tx)) => {
+            Some((Ending::Commit(tx), _busy)) => {
                 let result = self.finish();
                 if result.is_err() {
                     self.discard_all();
                 }
                 let _ = tx.send(result);
             }
-            Some(Ending::Abort(tx)) => {
+            Some((Ending::Abort(tx), _busy)) => {
                 self.discard_all();
                 let _ = tx.send(());
             }
@@ -221,15 +222,18 @@ impl Assembler {
         Ok(())
     }
 
-    fn upload(&mut self, encoded: EncodedFile, charge: u64) {
+    fn upload(&mut self, encoded: EncodedFile, charge: u64) -> Result<()> {
         let lake = self.lake.clone();
         let unit = self.shared.unit.clone();
         let shared = Arc::clone(&self.shared);
-        self.uploads.push(self.rt.spawn(async move {
+        let busy = self.shared.busy();
+        self.uploads.push(self.io.handle()?.spawn(async move {
             let stored = lake.put_encoded(&unit, encoded).await;
             shared.budget.release(charge);
+            drop(busy);
             stored
         }));
+        Ok(())
     }
 
     fn encode(&self, table: Table, api: Option<&str>, batch: &arrow::record_batch::RecordBatch) -> Result<EncodedFile> {
@@ -248,7 +252,7 @@ impl Assembler {
             }
         }
         for file in encoded {
-            self.upload(file, 0);
+            self.upload(file, 0)?;
         }
         self.dump_rows = 0;
         Ok(())
@@ -269,13 +273,17 @@ impl Assembler {
         let charge = std::mem::take(&mut self.tensor_bytes);
         let last = encoded.len().saturating_sub(1);
         for (i, file) in encoded.into_iter().enumerate() {
-            self.upload(file, if i == last { charge } else { 0 });
+            self.upload(file, if i == last { charge } else { 0 })?;
         }
         Ok(())
     }
 
     /// Collects finished uploads (all of them when `all`), surfacing the first failure.
     fn reap_uploads(&mut self, all: bool) -> Result<()> {
+        if self.uploads.is_empty() {
+            return Ok(());
+        }
+        let rt = self.io.handle()?;
         let mut first_error = None;
         let mut keep = Vec::with_capacity(self.uploads.len());
         for handle in std::mem::take(&mut self.uploads) {
@@ -283,7 +291,7 @@ impl Assembler {
                 keep.push(handle);
                 continue;
             }
-            match self.rt.block_on(handle) {
+            match rt.block_on(handle) {
                 Ok(Ok(file)) => self.files.push(file),
                 Ok(Err(e)) => {
                     first_error.get_or_insert(WriterError::format(&self.shared.unit, e));
@@ -322,7 +330,7 @@ impl Assembler {
             }
             let batch = cols.finish().map_err(fmt)?;
             let file = self.encode(Table::Stack, None, &batch)?;
-            self.upload(file, 0);
+            self.upload(file, 0)?;
         }
         if extra && !self.construct.is_empty() {
             let mut cols = ConstructColumns::default();
@@ -337,11 +345,11 @@ impl Assembler {
             }
             let batch = cols.finish().map_err(fmt)?;
             let file = self.encode(Table::Construct, None, &batch)?;
-            self.upload(file, 0);
+            self.upload(file, 0)?;
         }
         let source = self.source_batch()?;
         let file = self.encode(Table::Source, None, &source)?;
-        self.upload(file, 0);
+        self.upload(file, 0)?;
         self.reap_uploads(true)?;
 
         let options = &self.shared.options;
@@ -350,7 +358,7 @@ impl Assembler {
         self.counts.level = Some(options.level.clone());
         self.counts.framework = Some(options.framework.clone());
         let staged = StagedUnit { unit: unit.clone(), files: self.files.clone(), counts: self.counts.clone() };
-        let record = self.rt.block_on(self.lake.commit(staged)).map_err(fmt)?;
+        let record = self.io.handle()?.block_on(self.lake.commit(staged)).map_err(fmt)?;
         // Committed: these files are the unit's now, not leftovers to discard.
         self.files.clear();
         tracing::debug!(unit = %unit, files = record.files.len(), leaves = self.counts.leaves, "unit committed");
@@ -413,7 +421,10 @@ impl Assembler {
         let _ = self.reap_uploads(true);
         let files = std::mem::take(&mut self.files);
         if !files.is_empty() {
-            self.rt.block_on(self.lake.discard(&files));
+            // Without a runtime the files stay behind, where `probelake vacuum` finds them.
+            if let Ok(rt) = self.io.handle() {
+                rt.block_on(self.lake.discard(&files));
+            }
         }
     }
 }

@@ -45,8 +45,9 @@ pub(crate) enum Work {
 pub(crate) enum ToAssembler {
     Rows(Box<worker::EntryRows>),
     WorkerDone,
-    Commit(tokio::sync::oneshot::Sender<crate::Result<probelake_format::CommitRecord>>),
-    Abort(std::sync::mpsc::Sender<()>),
+    /// Each ending carries a [`Busy`] guard: the unit is not quiet until it is done.
+    Commit(tokio::sync::oneshot::Sender<crate::Result<probelake_format::CommitRecord>>, Busy),
+    Abort(std::sync::mpsc::Sender<()>, Busy),
 }
 
 /// State shared by the caller-facing handle and the threads.
@@ -62,6 +63,9 @@ pub(crate) struct Shared {
     pub waits: AtomicU64,
     pub queue_depth: AtomicU64,
     pub leaves: AtomicU64,
+    /// Work under way outside the queues: callers inside `record`, files being stored, an
+    /// ending (commit or abort) the assembler has not finished. See [`Shared::quiet`].
+    busy: AtomicU64,
     stopped: AtomicBool,
     failure: Mutex<Option<String>>,
 }
@@ -81,9 +85,22 @@ impl Shared {
             waits: AtomicU64::new(0),
             queue_depth: AtomicU64::new(0),
             leaves: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             failure: Mutex::new(None),
         }
+    }
+
+    /// Counts one piece of work under way until the returned guard is dropped.
+    pub(crate) fn busy(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(Arc::clone(self))
+    }
+
+    /// Whether nothing of this unit is under way: no entry queued or being summarized, no
+    /// caller in `record`, no file being stored, no ending in progress.
+    pub(crate) fn quiet(&self) -> bool {
+        self.busy.load(Ordering::SeqCst) == 0 && self.queue_depth.load(Ordering::SeqCst) == 0
     }
 
     /// Whether the unit stopped (failed or aborted): no more work is done for it.
@@ -121,6 +138,15 @@ impl Shared {
             record_p99: ns(self.latency.quantile(0.99)),
             record_max: ns(self.latency.max()),
         }
+    }
+}
+
+/// One piece of a unit's work under way ([`Shared::busy`]); ends when dropped.
+pub(crate) struct Busy(Arc<Shared>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

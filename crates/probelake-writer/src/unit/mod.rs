@@ -103,6 +103,7 @@ impl UnitWriter {
     /// [`Backpressure::Error`] gives [`WriterError::BudgetFull`]. After a failure of the
     /// writer's threads every call gives [`WriterError::Stopped`].
     pub fn record(&self, entry: Entry) -> Result<Recorded> {
+        let _busy = self.shared.busy();
         let start = Instant::now();
         let plan = self.admit(&entry)?;
         let charge = plan.tensor_bytes + LEAF_OVERHEAD * plan.leaves;
@@ -126,6 +127,7 @@ impl UnitWriter {
 
     /// [`UnitWriter::record`] for async code: waits for the budget without blocking the thread.
     pub async fn record_async(&self, entry: Entry) -> Result<Recorded> {
+        let _busy = self.shared.busy();
         let start = Instant::now();
         let plan = self.admit(&entry)?;
         let charge = plan.tensor_bytes + LEAF_OVERHEAD * plan.leaves;
@@ -236,7 +238,7 @@ impl UnitWriter {
     /// unit. On error nothing of it is visible and its files are removed.
     pub async fn commit(mut self) -> Result<CommitRecord> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.end(ToAssembler::Commit(tx))?;
+        self.end(ToAssembler::Commit(tx, self.shared.busy()))?;
         rx.await.map_err(|_| WriterError::Internal("the writer's assembler thread ended without an answer".into()))?
     }
 
@@ -250,7 +252,7 @@ impl UnitWriter {
     pub fn abort(mut self) {
         self.shared.stop("aborted");
         let (tx, rx) = std::sync::mpsc::channel();
-        if self.end(ToAssembler::Abort(tx)).is_ok() {
+        if self.end(ToAssembler::Abort(tx, self.shared.busy())).is_ok() {
             let _ = rx.recv();
         }
     }
@@ -261,7 +263,7 @@ impl Drop for UnitWriter {
         if !self.ended {
             self.shared.stop("dropped without commit");
             let (tx, _rx) = std::sync::mpsc::channel();
-            let _ = self.end(ToAssembler::Abort(tx));
+            let _ = self.end(ToAssembler::Abort(tx, self.shared.busy()));
         }
     }
 }

@@ -474,3 +474,29 @@ fn a_failed_device_summary_fails_the_commit() {
     assert!(err.to_string().contains("the device's reduction failed"), "{err}");
     assert!(units(&lake).is_empty());
 }
+
+#[test]
+fn quiesce_waits_for_work_in_flight_and_the_unit_goes_on_after() {
+    let (_dir, lake) = lake();
+    let device = SimulatedDevice::new();
+    device.hold();
+    let unit = lake.unit(Unit::new(0, "default", 0), WriterOptions::default()).expect("unit");
+    unit.record(device_entry("Torch.exp.0.forward", &device, 64)).expect("record");
+    let quiesced = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            lake.quiesce();
+            quiesced.store(true, Ordering::SeqCst);
+        });
+        // Held copies cannot finish: quiesce must still be waiting after any delay.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!quiesced.load(Ordering::SeqCst), "quiesce returned with a device copy in flight");
+        device.release();
+        waiter.join().expect("quiesce");
+    });
+    // The I/O thread is stopped; the unit goes on, and its commit starts the thread again.
+    unit.record(host_entry("Torch.exp.1.forward", 8)).expect("record");
+    let record = unit.commit_blocking().expect("commit");
+    assert_eq!(record.counts.entries, 2);
+    assert_eq!(units(&lake).len(), 1);
+}
