@@ -1,10 +1,8 @@
 """The `probelake` package (crates/probelake-python): readers of committed units, SQL, the
-writer from torch, and how the native module behaves (errors, fork, Ctrl-C)."""
+writer from torch, and how the native module behaves (errors, Ctrl-C); fork is test_fork.py."""
 
-import faulthandler
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -639,77 +637,6 @@ def test_uncommitted_unit_of_a_killed_writer_is_invisible(th, tmp_path):
     assert lake.dataset("dump").count_rows() == 1
     plain = pq.ParquetDataset(root / "dump").read()
     assert plain.num_rows > 1
-
-
-@pytest.mark.xfail(
-    strict=False,
-    reason="about one run in ten the child hangs in its first query: a lock of the parent's "
-    "threads (tokio's, over parking_lot) is inherited held; see docs/python.md on fork",
-)
-def test_fork_gets_a_fresh_runtime(demo_lake, th, tmp_path):
-    assert (
-        pa.table(
-            probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")
-        ).num_rows
-        == 1
-    )
-    lake = probelake.open(tmp_path / "w")
-    open_unit = lake.unit(9, "default", 0)
-    tracebacks = tmp_path / "child-tracebacks.txt"
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            # Where the child is, should it hang: its Python stacks, written before the
-            # parent gives up on it.
-            faulthandler.dump_traceback_later(45, file=open(tracebacks, "w"))
-            n = pa.table(
-                probelake.sql("SELECT count(*) AS n FROM dump", base=demo_lake / "base")
-            )["n"][0].as_py()
-            with lake.unit(0, "default", 0) as u:
-                u.record("Functional.a.0.forward", output=[th.ones(2)])
-            try:
-                open_unit.record("Functional.b.0.forward", output=[None])
-            except probelake.InternalError:
-                code = 0 if n > 0 else 2
-        finally:
-            os._exit(code)
-    deadline = time.time() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.time() > deadline:
-            pytest.fail(
-                f"the forked child hung\n{hung_process_report(pid, tracebacks)}"
-            )
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0
-    open_unit.abort()
-    assert [(u.step, u.rank) for u in lake.units()] == [(0, 0)]
-
-
-def hung_process_report(pid: int, tracebacks: pathlib.Path) -> str:
-    """The Python stacks a hung child wrote, and its native threads' stacks where gdb is
-    installed; the child is killed after."""
-    report = (
-        tracebacks.read_text() if tracebacks.exists() else "(no Python stacks written)"
-    )
-    try:
-        if shutil.which("gdb"):
-            native = subprocess.run(
-                ["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 30"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            report += "\n" + native.stdout[-20000:]
-    except subprocess.TimeoutExpired:
-        report += "\n(gdb gave no stacks within 60 s)"
-    finally:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    return report
 
 
 def test_ctrl_c_interrupts_a_long_query(demo_lake):

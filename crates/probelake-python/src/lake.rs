@@ -164,7 +164,16 @@ impl PyLake {
 
     /// Starts writing one (step, stage, rank) unit; see `probelake.Lake.unit`.
     #[pyo3(signature = (step, stage, rank, options))]
-    fn unit(&self, step: i64, stage: String, rank: i64, options: &Bound<'_, PyDict>) -> PyResult<PyUnitWriter> {
+    fn unit(
+        &self,
+        py: Python<'_>,
+        step: i64,
+        stage: String,
+        rank: i64,
+        options: &Bound<'_, PyDict>,
+    ) -> PyResult<PyUnitWriter> {
+        // It starts the unit's threads: not while the process forks.
+        let _entered = crate::fork::enter(py);
         let options = writer_options(options)?;
         if stage.is_empty() {
             return Err(Error::argument("stage must not be empty (msprobe's own dumps use `default`)").into());
@@ -200,6 +209,7 @@ impl PyLake {
             std::mem::forget(inherited);
         }
         let lake = probelake_writer::Lake::from_format(open_for_write(&self.uri, &self.storage)?)?;
+        crate::fork::register_writer(&lake);
         *slot = Some((pid, lake.clone()));
         Ok(lake)
     }

@@ -9,6 +9,7 @@
 //! Results cross into pyarrow, polars and pandas as Arrow C streams (`stream.rs`): no copy.
 
 mod error;
+mod fork;
 mod lake;
 mod msprobe;
 mod ops;
@@ -46,5 +47,8 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(msprobe::commit_captured, m)?)?;
     m.add_function(wrap_pyfunction!(msprobe::tensor_summary, m)?)?;
     m.add_function(wrap_pyfunction!(stream::_live_streams, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::_before_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::_after_fork_in_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::_after_fork_in_child, m)?)?;
     Ok(())
 }

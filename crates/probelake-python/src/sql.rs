@@ -21,6 +21,8 @@ pub fn sql(
     runs: Vec<(String, String)>,
     storage_options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyArrowStream> {
+    // Until the result is listed for collect_open_queries: a fork waits for it.
+    let _entered = crate::fork::enter(py);
     let storage = self::storage_options(storage_options)?;
     if runs.is_empty() {
         return Err(

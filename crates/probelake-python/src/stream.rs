@@ -11,7 +11,7 @@
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchReader};
 use arrow::datatypes::{Schema, SchemaRef};
@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 use crate::error::{Error, Kind};
-use crate::runtime::{block_on, runtime};
+use crate::runtime::{block_on, handle};
 
 const STREAM_CAPSULE: &CStr = c"arrow_array_stream";
 const SCHEMA_CAPSULE: &CStr = c"arrow_schema";
@@ -33,23 +33,75 @@ const SCHEMA_CAPSULE: &CStr = c"arrow_schema";
 /// Readers handed out and not yet released by their consumer (tests look for leaks with it).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
+/// The slots of the query results alive, for [`collect_open_queries`].
+static OPEN: Mutex<Vec<Weak<Mutex<Option<Source>>>>> = Mutex::new(Vec::new());
+
 /// Where the batches come from.
 pub enum Source {
     /// A running query: pulled one batch at a time.
     Query(SendableRecordBatchStream),
     /// Batches already made (compare's and divergence's tables).
     Batches(std::vec::IntoIter<RecordBatch>),
+    /// A query read to its end before a fork: its batches, then its error if it failed.
+    Collected(std::vec::IntoIter<RecordBatch>, Option<Error>),
 }
 
 /// The exception behind the last error a reader gave its consumer.
 type Slot = Arc<Mutex<Option<PyErr>>>;
+
+/// A result's source, shared by its Python object or its reader and the list a fork walks.
+type SourceSlot = Arc<Mutex<Option<Source>>>;
+
+fn slot(source: Source) -> SourceSlot {
+    let is_query = matches!(source, Source::Query(_));
+    let slot = Arc::new(Mutex::new(Some(source)));
+    if is_query {
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|s| s.strong_count() > 0);
+        open.push(Arc::downgrade(&slot));
+    }
+    slot
+}
+
+/// Reads every query result still open to its end, into memory, so that no task of a query is
+/// left running when the process forks: a running task may hold a lock the child would inherit
+/// held. The consumer then reads the same rows, from memory. Called by the fork with no call
+/// into probelake under way, so that every result is in its slot.
+pub(crate) fn collect_open_queries() {
+    let open: Vec<SourceSlot> = {
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|s| s.strong_count() > 0);
+        open.iter().filter_map(Weak::upgrade).collect()
+    };
+    for slot in open {
+        let mut source = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(*source, Some(Source::Query(_))) {
+            continue;
+        }
+        let Some(Source::Query(mut stream)) = source.take() else { continue };
+        // A query result holds the runtime's handle: it is running.
+        let Ok(rt) = handle() else { continue };
+        let collected = rt.block_on(async move {
+            let mut batches = Vec::new();
+            while let Some(next) = stream.next().await {
+                match next {
+                    Ok(batch) if batch.num_rows() == 0 => {}
+                    Ok(batch) => batches.push(batch),
+                    Err(e) => return (batches, Some(Error::chain(Kind::Query, &e))),
+                }
+            }
+            (batches, None)
+        });
+        *source = Some(Source::Collected(collected.0.into_iter(), collected.1));
+    }
+}
 
 /// Rows made in Rust, readable once as an Arrow C stream.
 #[pyclass(frozen, name = "ArrowStream", module = "probelake._internal")]
 pub struct PyArrowStream {
     schema: SchemaRef,
     /// `None` once handed to a consumer.
-    source: Mutex<Option<Source>>,
+    source: SourceSlot,
     error: Slot,
     query: Option<String>,
 }
@@ -57,7 +109,7 @@ pub struct PyArrowStream {
 impl PyArrowStream {
     /// A stream of `source`'s batches of `schema`; `query` is the SQL that makes them, if any.
     pub fn new(schema: SchemaRef, source: Source, query: Option<String>) -> Self {
-        PyArrowStream { schema, source: Mutex::new(Some(source)), error: Slot::default(), query }
+        PyArrowStream { schema, source: slot(source), error: Slot::default(), query }
     }
 
     fn capsule<'py>(
@@ -74,7 +126,7 @@ impl PyArrowStream {
             Error::new(Kind::Query, "these rows were already read (a result is read once); run the query again")
         })?;
         LIVE.fetch_add(1, Ordering::SeqCst);
-        let reader = Reader { schema, cast, source: Some(source), error: Arc::clone(&self.error), retrip_interrupt };
+        let reader = Reader { schema, cast, source: slot(source), error: Arc::clone(&self.error), retrip_interrupt };
         PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(Box::new(reader)), STREAM_CAPSULE)
     }
 
@@ -179,13 +231,18 @@ struct Reader {
     /// Cast every batch to `schema` (a requested schema).
     cast: bool,
     /// `None` after the last batch or an error.
-    source: Option<Source>,
+    source: SourceSlot,
     error: Slot,
     retrip_interrupt: bool,
 }
 
 impl Reader {
-    fn next_query_batch(&mut self, mut stream: SendableRecordBatchStream) -> Option<Result<RecordBatch, ArrowError>> {
+    /// The next batch of a running query; the stream goes back into `source` unless it ended.
+    fn next_query_batch(
+        &self,
+        source: &mut Option<Source>,
+        mut stream: SendableRecordBatchStream,
+    ) -> Option<Result<RecordBatch, ArrowError>> {
         let pulled = Python::attach(|py| {
             let waited = block_on(py, async move {
                 loop {
@@ -216,7 +273,7 @@ impl Reader {
         });
         match pulled {
             Ok(Some((stream, batch))) => {
-                self.source = Some(Source::Query(stream));
+                *source = Some(Source::Query(stream));
                 Some(Ok(batch))
             }
             Ok(None) => None,
@@ -245,14 +302,30 @@ impl Iterator for Reader {
     type Item = Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let next = match self.source.take()? {
-            Source::Query(stream) => self.next_query_batch(stream),
+        // Entered before the source is taken out of its slot: a fork waits for this call, and
+        // finds every query result in its slot.
+        let _entered = Python::attach(crate::fork::enter);
+        let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
+        let next = match source.take()? {
+            Source::Query(stream) => self.next_query_batch(&mut source, stream),
             Source::Batches(mut batches) => {
                 let next = batches.next().map(Ok);
-                self.source = Some(Source::Batches(batches));
+                *source = Some(Source::Batches(batches));
                 next
             }
+            Source::Collected(mut batches, error) => match batches.next() {
+                Some(batch) => {
+                    *source = Some(Source::Collected(batches, error));
+                    Some(Ok(batch))
+                }
+                None => error.map(|e| {
+                    let message = e.message.clone();
+                    *self.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(PyErr::from(e));
+                    Err(ArrowError::ExternalError(message.into()))
+                }),
+            },
         };
+        drop(source);
         next.map(|batch| batch.and_then(|b| self.cast(b)))
     }
 }
@@ -268,8 +341,9 @@ impl Drop for Reader {
         LIVE.fetch_sub(1, Ordering::SeqCst);
         // A query read partly: its operators' tasks are stopped when the stream is dropped,
         // which is done on the runtime rather than in the consumer's (maybe GIL-holding) thread.
-        if let Some(Source::Query(stream)) = self.source.take() {
-            if let Ok(rt) = runtime() {
+        let source = self.source.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(Source::Query(stream)) = source {
+            if let Ok(rt) = handle() {
                 rt.spawn(async move { drop(stream) });
             }
         }

@@ -214,6 +214,7 @@ impl PyUnitWriter {
         let guard = self.writer.read().unwrap_or_else(|p| p.into_inner());
         let writer = guard.as_ref().ok_or_else(|| self.closed())?;
         // Waits only when the staging budget is full; the GIL is free meanwhile.
+        let _entered = crate::fork::enter(py);
         let recorded = py.detach(|| writer.record(entry)).map_err(Error::from)?;
         Ok(matches!(recorded, Recorded::Queued))
     }
@@ -231,6 +232,7 @@ impl PyUnitWriter {
         self.check_process()?;
         let writer = self.writer.write().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = writer {
+            let _entered = crate::fork::enter(py);
             py.detach(move || writer.abort());
         }
         Ok(())

@@ -37,6 +37,16 @@ from ._lake import TABLES, Committed, Lake, Unit, UnitInfo, reader_schema
 
 __version__: str = _internal.__version__
 
+# A child made by fork (torch's DataLoader workers, multiprocessing, launchers) inherits no
+# thread of its parent: probelake's threads finish their work and stop before every fork, and
+# start again on the next call, in both processes (docs/python.md, "Processes and fork").
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_internal._before_fork,
+        after_in_parent=_internal._after_fork_in_parent,
+        after_in_child=_internal._after_fork_in_child,
+    )
+
 Uri = str | os.PathLike[str]
 
 
