@@ -49,7 +49,7 @@ cargo clippy -p probelake-writer --features npu --all-targets -- -D warnings
 
 # The venv comes first: the Rust S3 tests run moto_server from it.
 # torch brings its CUDA wheels (~6 GB); a cold install from PyPI took 87 s (docs/benchmarks.md).
-step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, moto, pytest, torch, mindstudio-probe, ruff)"
+step "python venv (pyarrow, pandas, polars, duckdb, matplotlib, moto, pytest, hypothesis, torch, mindstudio-probe, ruff)"
 venv=".venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
@@ -80,7 +80,9 @@ cargo test --workspace
 step "probelake Python package into the venv (ruff, then the native module the build made)"
 "$venv/bin/ruff" format --check crates/probelake-python/python tests/python/test_package.py \
     tests/python/test_msprobe_route.py tests/python/test_msprobe_device_path.py tests/python/msprobe_job.py \
-    tests/python/test_report.py
+    tests/python/test_report.py tests/python/test_fork.py tests/python/test_many_writers.py \
+    tests/python/writer_job.py tests/python/test_hostile_arguments.py tests/python/test_kill_points.py \
+    tests/python/test_faulty_store.py tests/python/faulty_proxy.py
 "$venv/bin/ruff" check crates/probelake-python/python
 case "$target" in
     /*) built="$target/debug" ;;

@@ -6,7 +6,7 @@ arguments, a module returning a namedtuple, and parameter gradients. Everything 
 torch runs on one CPU thread, so two runs compute the same values.
 
     python msprobe_job.py DUMP_PATH --task statistics --level L1 [--summary-mode md5]
-        [--layout plain|verl] [--steps 2] [--lake URI] [--fail-stage NAME] [--kill-stage NAME]
+        [--layout plain|verl] [--steps 2] [--lake URI] [--fail-stage NAME] [--kill-stage NAME] [--kill-delay-ms MS]
         [--mode fast --device-path always] [--inplace] [--count-syncs FILE]
 
 `--lake` routes the dumps into a dataset with `probelake.msprobe.enable` (left out: msprobe
@@ -163,6 +163,12 @@ def main() -> None:
     p.add_argument("--fail-stage")
     p.add_argument("--kill-stage")
     p.add_argument(
+        "--kill-delay-ms",
+        type=float,
+        help="with --kill-stage: kill this long after the stage before ended, its commit "
+        "possibly still under way, instead of waiting for that commit",
+    )
+    p.add_argument(
         "--no-debugger", action="store_true", help="the baseline: no msprobe at all"
     )
     p.add_argument(
@@ -219,6 +225,9 @@ def main() -> None:
             import probelake.msprobe
 
             route = probelake.msprobe.enabled()
+            if args.kill_delay_ms is not None:
+                time.sleep(args.kill_delay_ms / 1000)
+                os.kill(os.getpid(), signal.SIGKILL)
             deadline = time.monotonic() + 60
             while (
                 route is not None

@@ -211,6 +211,53 @@ def test_kill_9_keeps_the_stages_before(tmp_path: Path) -> None:
     assert_same_files(exported, first)
 
 
+@pytest.mark.parametrize("delay_ms", [0, 2, 10, 40, 160])
+def test_kill_9_during_a_routed_commit_keeps_each_stage_whole_or_absent(
+    tmp_path: Path, delay_ms: int
+) -> None:
+    """The stage before the kill is being committed behind the job: killed at several points
+    of that commit, it is there whole or not at all, and the stage before it stays intact."""
+    whole = tmp_path / "whole"
+    finish(
+        job(tmp_path / "w0", "--layout", "verl", "--steps", "1", "--lake", str(whole))
+    )
+    expected = {
+        (u.step, u.stage): (u.entries, u.leaves) for u in probelake.open(whole).units()
+    }
+    lake = tmp_path / "lake"
+    killed = job(
+        tmp_path / "w1",
+        "--layout",
+        "verl",
+        "--steps",
+        "1",
+        "--kill-stage",
+        "actor_update",
+        "--kill-delay-ms",
+        str(delay_ms),
+        "--lake",
+        str(lake),
+    )
+    finish(killed, ok=False)
+    assert killed.returncode == -9
+    got = {
+        (u.step, u.stage): (u.entries, u.leaves) for u in probelake.open(lake).units()
+    }
+    assert set(got) <= {(0, "actor_compute_log_prob"), (0, "ref_compute_log_prob")}
+    for key, counts in got.items():
+        assert counts == expected[key], key
+    vacuum = subprocess.run(
+        [binary(), "vacuum", str(lake), "--older-than", "0s"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert vacuum.returncode == 0, vacuum.stderr
+    assert {
+        (u.step, u.stage): (u.entries, u.leaves) for u in probelake.open(lake).units()
+    } == got
+
+
 def test_a_dataset_that_takes_no_writes_is_refused_at_enable(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -206,6 +206,8 @@ class Lake:
         for name, value in (("step", step), ("rank", rank)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ArgumentError(f"{name}: expected an int, got {value!r}")
+            if not -(1 << 63) <= value < 1 << 63:
+                raise ArgumentError(f"{name} {value} is out of range: it is stored as a 64-bit signed integer")
         if not isinstance(stage, str):
             raise ArgumentError(f"stage: expected a str, got {stage!r}")
         options = {
