@@ -26,8 +26,14 @@ setup_probelake() {
 }
 
 # Builds the Cargo profile $BUILD_PROFILE (default `release-lto`) and sets $probelake to the
-# binary.
+# binary; $PROBELAKE_BIN, when set, is used as it is instead (a build made otherwise, e.g.
+# `cargo build --release --workspace`, or another commit's for an A/B).
 build_probelake() {
+    if [ -n "${PROBELAKE_BIN:-}" ]; then
+        probelake=$PROBELAKE_BIN
+        log "using $probelake (PROBELAKE_BIN)"
+        return
+    fi
     local profile=${BUILD_PROFILE:-release-lto}
     log "building probelake (profile $profile)"
     cargo build --profile "$profile" --quiet --bin probelake >&2
@@ -98,4 +104,22 @@ synth_runs() {
         rm -rf "$data/msprobe/$run"
     done
     echo "$wanted" >"$data/lake/spec.txt"
+}
+
+# synth_pair MB: a pair of synthesized msprobe runs of about MB megabytes of dump.json per side
+# in $pair/{base,bug} (one training step at L1, the target with the demo's attention-scale bug),
+# kept in $data for the next run.
+synth_pair() {
+    local layers=$(($1 * 1000000 / 41500)) # a training step at L1 writes ~41.5 KB per layer
+    pair="$data/${1}MB"
+    local side flag
+    for side in base bug; do
+        if [ ! -f "$pair/$side/step0/rank0/dump.json" ]; then
+            log "synthesizing $pair/$side ($layers layers)"
+            rm -rf "$pair/$side"
+            flag=()
+            [ "$side" = bug ] && flag=(--bug)
+            "$probelake" synth "$pair/$side" --layout msprobe --steps 1 --layers "$layers" "${flag[@]}" >&2
+        fi
+    done
 }

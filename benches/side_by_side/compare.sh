@@ -51,17 +51,7 @@ compare_pair() {
 }
 
 for mb in $SIZES; do
-    layers=$((mb * 1000000 / 41500)) # a training step at L1 writes ~41.5 KB of dump.json per layer
-    pair="$data/${mb}MB"
-    for side in base bug; do
-        if [ ! -f "$pair/$side/step0/rank0/dump.json" ]; then
-            log "synthesizing $pair/$side ($layers layers)"
-            rm -rf "$pair/$side"
-            flag=()
-            [ "$side" = bug ] && flag=(--bug)
-            "$probelake" synth "$pair/$side" --layout msprobe --steps 1 --layers "$layers" "${flag[@]}" >&2
-        fi
-    done
+    synth_pair "$mb"
     compare_pair synthesized "$pair/bug/step0/rank0/dump.json" "$pair/base/step0/rank0/dump.json"
 done
 
