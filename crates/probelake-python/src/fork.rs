@@ -13,9 +13,10 @@
 //! 3. stops the writers' I/O threads and the query runtime; they start again on the next call,
 //!    in the parent and in the child.
 //!
-//! The writers' other threads stay, idle on their inboxes, so the parent's open units go on and
-//! commit as usual. The child's calls start fresh threads; a unit opened before the fork cannot
-//! be used there. docs/python.md says what this costs and what it does not cover.
+//! The writers' other threads stay, waiting on their inboxes, so the parent's open units go on
+//! and commit as usual. They wake now and then to look, touching only their own unit's queue,
+//! which the child never touches: a unit opened before the fork cannot be used there, and is
+//! forgotten rather than dropped. The child's calls start fresh threads. docs/python.md says what this costs and what it does not cover.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -94,8 +95,11 @@ pub fn _before_fork(py: Python<'_>) {
     FORKING.store(true, Ordering::SeqCst);
     let pid = runtime::process_id();
     // Released: the calls waited for may need it (a device copy's waiter is Python code).
+    // The calls this thread is inside of (a signal handler that forks, run while a call waits)
+    // are not waited for: they resume after the fork.
+    let own = DEPTH.with(|d| d.get()) as usize;
     py.detach(|| {
-        while ACTIVE.load(Ordering::SeqCst) > 0 {
+        while ACTIVE.load(Ordering::SeqCst) > own {
             std::thread::sleep(POLL);
         }
         runtime::wait_for_tasks();
@@ -122,6 +126,8 @@ pub fn _after_fork_in_parent() {
 /// did is gone, and each call here starts fresh threads.
 #[pyfunction]
 pub fn _after_fork_in_child() {
-    ACTIVE.store(0, Ordering::SeqCst);
+    // Only this thread's calls go on here; the others' threads do not exist.
+    ACTIVE.store(DEPTH.with(|d| d.get()) as usize, Ordering::SeqCst);
+    runtime::forget_tasks();
     FORKING.store(false, Ordering::SeqCst);
 }

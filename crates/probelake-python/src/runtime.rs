@@ -91,6 +91,21 @@ pub(crate) fn wait_for_tasks() {
     }
 }
 
+/// In a child made by `fork`: the parent's tasks never end here.
+pub(crate) fn forget_tasks() {
+    IN_FLIGHT.store(0, Ordering::SeqCst);
+}
+
+/// This process's runtime if it is running; none is started.
+pub(crate) fn running() -> Option<Handle> {
+    let pid = process_id();
+    let slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    match slot.as_ref() {
+        Some((owner, rt)) if *owner == pid => Some(rt.handle().clone()),
+        _ => None,
+    }
+}
+
 /// Stops this process's runtime and waits for its threads to end; the next call starts a new
 /// one. Only when no task needs it: [`wait_for_tasks`] and
 /// [`crate::stream::collect_open_queries`] first.

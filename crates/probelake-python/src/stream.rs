@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 use crate::error::{Error, Kind};
-use crate::runtime::{block_on, handle};
+use crate::runtime::block_on;
 
 const STREAM_CAPSULE: &CStr = c"arrow_array_stream";
 const SCHEMA_CAPSULE: &CStr = c"arrow_schema";
@@ -78,9 +78,9 @@ pub(crate) fn collect_open_queries() {
         if !matches!(*source, Some(Source::Query(_))) {
             continue;
         }
+        // No runtime of this process, no task of the query running.
+        let Some(rt) = crate::runtime::running() else { continue };
         let Some(Source::Query(mut stream)) = source.take() else { continue };
-        // A query result holds the runtime's handle: it is running.
-        let Ok(rt) = handle() else { continue };
         let collected = rt.block_on(async move {
             let mut batches = Vec::new();
             while let Some(next) = stream.next().await {
@@ -122,6 +122,8 @@ impl PyArrowStream {
             Some(capsule) if !capsule.is_none() => self.requested_schema(capsule)?,
             _ => (Arc::clone(&self.schema), false),
         };
+        // A query result moves to its reader's slot: not while a fork collects them.
+        let _entered = crate::fork::enter(py);
         let source = self.source.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| {
             Error::new(Kind::Query, "these rows were already read (a result is read once); run the query again")
         })?;
@@ -302,9 +304,11 @@ impl Iterator for Reader {
     type Item = Result<RecordBatch, ArrowError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        // Entered before the source is taken out of its slot: a fork waits for this call, and
-        // finds every query result in its slot.
-        let _entered = Python::attach(crate::fork::enter);
+        // A running query is entered before it is taken out of its slot: a fork waits for
+        // this call, and finds every running query in its slot. (A fork may turn it into
+        // collected batches meanwhile, never the other way.)
+        let running = matches!(*self.source.lock().unwrap_or_else(|p| p.into_inner()), Some(Source::Query(_)));
+        let _entered = running.then(|| Python::attach(crate::fork::enter));
         let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
         let next = match source.take()? {
             Source::Query(stream) => self.next_query_batch(&mut source, stream),
@@ -343,8 +347,12 @@ impl Drop for Reader {
         // which is done on the runtime rather than in the consumer's (maybe GIL-holding) thread.
         let source = self.source.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(Source::Query(stream)) = source {
-            if let Ok(rt) = handle() {
-                rt.spawn(async move { drop(stream) });
+            match crate::runtime::running() {
+                Some(rt) => drop(rt.spawn(async move { drop(stream) })),
+                // A running query whose runtime is not this process's: a child forked without
+                // the hooks (they collect every running query first). Its tasks are the
+                // parent's; dropping it here would take their locks.
+                None => std::mem::forget(stream),
             }
         }
     }

@@ -134,6 +134,18 @@ impl PyUnitWriter {
     }
 }
 
+impl Drop for PyUnitWriter {
+    /// In a child made by `fork`, the unit is the parent's: dropping its writer would talk to
+    /// threads that do not exist here (and take their locks), so it is forgotten instead.
+    fn drop(&mut self) {
+        if crate::runtime::process_id() != self.pid {
+            if let Some(writer) = self.writer.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+                std::mem::forget(writer);
+            }
+        }
+    }
+}
+
 fn section_list<'py>(conv: &Converter<'_, 'py>, obj: &Bound<'py, PyAny>, name: &str) -> Result<Vec<Value>> {
     let items: Vec<Bound<'py, PyAny>> = if let Ok(l) = obj.cast::<PyList>() {
         l.iter().collect()
@@ -211,16 +223,19 @@ impl PyUnitWriter {
             entry = entry.parent(parent.as_deref());
         }
         conv.finish()?;
+        // Before the lock: a call waiting for a fork holds no lock that commit() would wait on
+        // with the GIL held.
+        let _entered = crate::fork::enter(py);
         let guard = self.writer.read().unwrap_or_else(|p| p.into_inner());
         let writer = guard.as_ref().ok_or_else(|| self.closed())?;
         // Waits only when the staging budget is full; the GIL is free meanwhile.
-        let _entered = crate::fork::enter(py);
         let recorded = py.detach(|| writer.record(entry)).map_err(Error::from)?;
         Ok(matches!(recorded, Recorded::Queued))
     }
 
     /// Writes what is left and makes the unit visible; returns the commit record's summary.
     fn commit(&self, py: Python<'_>) -> PyResult<(String, u64, u64, u64, u64)> {
+        let _entered = crate::fork::enter(py);
         let writer = self.take()?;
         let record = block_on(py, async move { writer.commit().await })?.map_err(Error::from)?;
         let c = &record.counts;
@@ -230,9 +245,9 @@ impl PyUnitWriter {
     /// Drops the unit: nothing of it becomes visible. A closed unit is left as it is.
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
         self.check_process()?;
+        let _entered = crate::fork::enter(py);
         let writer = self.writer.write().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = writer {
-            let _entered = crate::fork::enter(py);
             py.detach(move || writer.abort());
         }
         Ok(())
@@ -252,6 +267,7 @@ impl PyUnitWriter {
 
     /// The writer's counters: a dict (durations in seconds).
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.check_process()?;
         let guard = self.writer.read().unwrap_or_else(|p| p.into_inner());
         let writer = guard.as_ref().ok_or_else(|| self.closed())?;
         let m = writer.metrics();

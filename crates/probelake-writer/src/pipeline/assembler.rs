@@ -92,12 +92,17 @@ impl Assembler {
                     // Staged payloads are released only when their file is stored: with a
                     // caller waiting for budget, write them out now rather than at the batch size.
                     if self.shared.budget.has_waiters() && self.tensor_bytes > 0 && !self.shared.stopped() {
+                        let _busy = self.shared.busy();
                         if let Err(e) = self.flush_tensor() {
                             self.shared.stop(&e.to_string());
                         }
                     }
                 }
                 Ok(ToAssembler::Rows(rows)) => {
+                    // Taken while the rows still count in the queue's depth, and held until
+                    // their files are encoded and handed to the I/O thread: Lake::quiesce never
+                    // sees a gap between the two.
+                    let _busy = self.shared.busy();
                     if self.shared.stopped() {
                         self.release(&rows);
                     } else if let Err(e) = self.accept(rows) {
