@@ -39,6 +39,11 @@ refuse probelake-compare '^probelake-synth ' "compare must not build on the synt
 refuse probelake-report '^probelake-synth ' "the report must not build on the synthesizer"
 refuse probelake-writer '^probelake-(synth|query) ' "the writer must not build on the synthesizer or DataFusion"
 
+# The module the tests build (with the workspace) and the one `pip install` builds (the crate
+# alone) must resolve the same features: crates/probelake-python/Cargo.toml names them.
+step "the Python module resolves the same features alone as in the workspace"
+python3 scripts/check_module_features.py
+
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
