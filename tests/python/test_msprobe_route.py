@@ -211,6 +211,25 @@ def test_kill_9_keeps_the_stages_before(tmp_path: Path) -> None:
     assert_same_files(exported, first)
 
 
+def test_four_jobs_routed_into_one_dataset_leave_each_unit_whole(
+    tmp_path: Path,
+) -> None:
+    """Four jobs (as four ranks' launchers restarted onto one dataset would) commit the same
+    units at once: each unit ends whole, one job's, and exports as msprobe writes it."""
+    written, lake = tmp_path / "dump", tmp_path / "lake"
+    args = ("--layout", "verl", "--steps", "1", "--lake", str(lake))
+    # The same dump_path for all: msprobe writes it into dump.json, and the export must match.
+    running = [job(written, *args) for _ in range(4)]
+    for p in running:
+        finish(p)
+    assert not written.exists(), "a routed job wrote outside the dataset"
+    finish(job(written, "--layout", "verl", "--steps", "1"))
+    assert [(u.step, u.stage) for u in probelake.open(lake).units()] == [
+        (0, stage) for stage in sorted(STAGES)
+    ]
+    assert_same_files(export(lake, tmp_path / "exported"), files(written))
+
+
 @pytest.mark.parametrize("delay_ms", [0, 2, 10, 40, 160])
 def test_kill_9_during_a_routed_commit_keeps_each_stage_whole_or_absent(
     tmp_path: Path, delay_ms: int
