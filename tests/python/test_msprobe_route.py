@@ -122,7 +122,7 @@ def test_verl_stages_are_units(tmp_path: Path) -> None:
 
 def test_the_environment_variable_routes_every_process(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    finish(
+    out = finish(
         job(
             tmp_path / "dump",
             "--level",
@@ -130,6 +130,9 @@ def test_the_environment_variable_routes_every_process(tmp_path: Path) -> None:
             env={"PROBELAKE_MSPROBE_LAKE": str(lake)},
         )
     )
+    # One line in the process's log says it was routed, with no logging set up.
+    routed = [line for line in out.splitlines() if "PROBELAKE_MSPROBE_LAKE" in line]
+    assert len(routed) == 1 and str(lake) in routed[0], out[-2000:]
     assert not (tmp_path / "dump").exists()
     assert len(probelake.open(lake).units()) == 2
 

@@ -271,6 +271,9 @@ def _enable_from_environment() -> None:
         except ValueError:
             raise ArgumentError(f"{ENV_STAGING}={staging!r}: expected a number of bytes") from None
         enable(uri, mode=mode, fallback=fallback, device_path=device_path, staging_bytes=staging_bytes)  # type: ignore[arg-type]
+        # At WARNING, so that it shows in a worker's log with no logging set up: a user who set
+        # the variable for a cluster sees which processes took it.
+        log.warning("probelake: msprobe's dumps of process %d go to %s (%s)", os.getpid(), uri, ENV_LAKE)
     except ProbelakeError as e:
         if fallback == "json":
             print(f"probelake: {e}; msprobe writes its own files", file=sys.stderr)
