@@ -10,13 +10,15 @@
 //!    done ([`enter`]);
 //! 2. waits, with the GIL released, for the calls already under way to end: queries, commits,
 //!    `record`s, and the entries they queued;
-//! 3. stops the writers' I/O threads and the query runtime; they start again on the next call,
-//!    in the parent and in the child.
+//! 3. reads every query result still open to its end, into memory (a running query's tasks
+//!    wake on their own), then stops the writers' I/O threads and the query runtime; they start
+//!    again on the next call, in the parent and in the child.
 //!
 //! The writers' other threads stay, waiting on their inboxes, so the parent's open units go on
 //! and commit as usual. They wake now and then to look, touching only their own unit's queue,
 //! which the child never touches: a unit opened before the fork cannot be used there, and is
-//! forgotten rather than dropped. The child's calls start fresh threads. docs/python.md says what this costs and what it does not cover.
+//! forgotten rather than dropped. The child's calls start fresh threads. docs/python.md says
+//! what this costs and what it does not cover.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
