@@ -2,7 +2,7 @@
 //!
 //! glibc's malloc gave the large buffers of every unit back to the kernel and faulted them in
 //! again for the next; jemalloc keeps them. Import, export and queries all gain
-//! (docs/benchmarks.md, "The allocator"). The library crates leave the choice to their users.
+//! (docs/performance.md, "The allocator"). The library crates leave the choice to their users.
 
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
@@ -22,7 +22,7 @@ mod options {
     /// an arena of their own that gives their pages back to the kernel as soon as they are
     /// freed, so the next such buffer faults them in and zeroes them again:
     /// `oversize_threshold:0` keeps them with the rest (a comparison 0.96x the wall time;
-    /// docs/benchmarks.md, "The allocator").
+    /// docs/performance.md, "The allocator").
     const OPTIONS_C: &CStr = c"thp:always,metadata_thp:always,oversize_threshold:0";
     /// [`OPTIONS_C`] without its NUL, to build on.
     const OPTIONS: &[u8] = OPTIONS_C.to_bytes();
@@ -50,7 +50,7 @@ mod options {
 
     /// One arena per CPU this process may run on, rather than jemalloc's four: a huge page is
     /// zeroed whole when first touched, and threads spread over more arenas left more of them
-    /// partly used (a comparison 0.92x the wall time, 10% less memory; docs/benchmarks.md, "The
+    /// partly used (a comparison 0.92x the wall time, 10% less memory; docs/performance.md, "The
     /// allocator"). The count is the CPU affinity's, so a command confined to a few CPUs of a
     /// big machine (`taskset`, a batch scheduler's binding) gets as many arenas as it has CPUs.
     /// jemalloc's own per-CPU arenas (`percpu_arena`) were not used for this: where the

@@ -10,7 +10,7 @@ use crate::layout::Table;
 
 /// zstd level of the tensor table: 1, zstd's fastest standard level. Against level 3 (zstd's
 /// default) it takes a third off the compressor's instructions (its per-page context reset is
-/// much smaller) for 1.2% more bytes; see docs/benchmarks.md, "Parquet settings".
+/// much smaller) for 1.2% more bytes; see docs/performance.md, "Parquet settings".
 pub const ZSTD_LEVEL: i32 = 1;
 /// Rows per row group: large enough for good compression, small enough to prune.
 pub const MAX_ROW_GROUP_ROWS: usize = 256 * 1024;

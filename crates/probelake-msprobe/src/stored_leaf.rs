@@ -5,7 +5,7 @@
 //! a [`Leaf`] and without the shape's vector, which is read from the text again when the leaf
 //! is pushed. A real 10.7 MB dump.json has 37,472 leaves, 33,460 of them with a shape: ~3.9 MB
 //! less written (in fresh pages, which the kernel zeroes first) and 33,460 allocations and frees
-//! fewer (docs/benchmarks.md, "One file on every core"). The other leaves, taken apart from the
+//! fewer (docs/performance.md, "One file on every core"). The other leaves, taken apart from the
 //! parsed document, are kept whole.
 
 use std::borrow::Cow;

@@ -145,7 +145,7 @@ impl RunSession {
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema(CATALOG, &default_schema)
             // A dataset is many small files (one per unit and api family); opening each one's
-            // page index cost more than it saved (docs/benchmarks.md, "Parquet settings"), and
+            // page index cost more than it saved (docs/performance.md, "Parquet settings"), and
             // probelake writes no bloom filters. `SET` turns either back on for a query.
             .set_bool("datafusion.execution.parquet.enable_page_index", false)
             .set_bool("datafusion.execution.parquet.bloom_filter_on_read", false);

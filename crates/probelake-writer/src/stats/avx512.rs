@@ -291,7 +291,7 @@ pub(super) fn rows_bf16(rows: &[[[u8; 2]; BF16_ROW]]) -> Acc {
 /// [`reduce_bf16`] with AVX-512 BF16: one `vdpbf16ps` adds a register's 32 values into its
 /// sums (against ones) and another its 32 squares, in place of the two widenings, two adds and
 /// two FMAs of [`rows_bf16`]: 7 vector operations per 64 bytes instead of 9 (41 against 35.5
-/// GiB/s at 256 KiB on the machine of docs/benchmarks.md, "bfloat16 with AVX-512 BF16").
+/// GiB/s at 256 KiB on the machine of docs/performance.md, "bfloat16 with AVX-512 BF16").
 ///
 /// `vdpbf16ps` computes each 32-bit lane as two FMAs, the odd element first, exactly as the
 /// portable loop does, but it reads subnormal inputs as zero and flushes subnormal results to
