@@ -9,8 +9,8 @@
 # Without $BASELINE_BIN it prints nothing. Rows (`| what | size | probelake | other | ratio |`,
 # the other being the baseline build): compare, dump.json -> CSV and datasets -> CSV on the
 # synthesized pairs compare.sh uses ($COMPARE_SIZES, default "10 100" MB per side). The two
-# builds run in turn, $RUNS times each (default 5); medians. The two CSVs must be the same
-# byte for byte before any time is printed.
+# builds run in turn in ABBA order, $RUNS times each (default 5); medians. The two CSVs must be
+# the same byte for byte before any time is printed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -43,9 +43,16 @@ seconds() {
 # ab WHAT SIZE TARGET GOLDEN: both builds in turn on the pair, one row.
 ab() {
     local what=$1 size=$2 target=$3 golden=$4 new=() old=()
-    for _ in $(seq "$RUNS"); do
-        new+=("$(seconds "$work/new" "$probelake" compare "$target" "$golden" -o "$work/new" --quiet)")
-        old+=("$(seconds "$work/old" "$BASELINE_BIN" compare "$target" "$golden" -o "$work/old" --quiet)")
+    # ABBA order: in plain alternation the second of each pair ran faster (docs/benchmarks.md,
+    # "Method").
+    for i in $(seq "$RUNS"); do
+        if [ $((i % 2)) = 1 ]; then
+            new+=("$(seconds "$work/new" "$probelake" compare "$target" "$golden" -o "$work/new" --quiet)")
+            old+=("$(seconds "$work/old" "$BASELINE_BIN" compare "$target" "$golden" -o "$work/old" --quiet)")
+        else
+            old+=("$(seconds "$work/old" "$BASELINE_BIN" compare "$target" "$golden" -o "$work/old" --quiet)")
+            new+=("$(seconds "$work/new" "$probelake" compare "$target" "$golden" -o "$work/new" --quiet)")
+        fi
     done
     cmp "$work/new"/*.csv "$work/old"/*.csv >&2
     log "$what: ${new[*]} s against ${old[*]} s"
