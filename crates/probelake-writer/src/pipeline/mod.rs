@@ -97,6 +97,13 @@ impl Shared {
         Busy(Arc::clone(self))
     }
 
+    /// [`Shared::busy`] for work that ends before its caller returns (`record`): no `Arc` to
+    /// clone on the hot path.
+    pub(crate) fn busy_here(&self) -> BusyHere<'_> {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        BusyHere(self)
+    }
+
     /// Whether nothing of this unit is under way: no entry queued or being summarized, no
     /// caller in `record`, no file being stored, no ending in progress.
     pub(crate) fn quiet(&self) -> bool {
@@ -145,6 +152,15 @@ impl Shared {
 pub(crate) struct Busy(Arc<Shared>);
 
 impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// [`Busy`], borrowed ([`Shared::busy_here`]).
+pub(crate) struct BusyHere<'a>(&'a Shared);
+
+impl Drop for BusyHere<'_> {
     fn drop(&mut self) {
         self.0.busy.fetch_sub(1, Ordering::SeqCst);
     }

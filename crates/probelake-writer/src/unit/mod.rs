@@ -103,7 +103,7 @@ impl UnitWriter {
     /// [`Backpressure::Error`] gives [`WriterError::BudgetFull`]. After a failure of the
     /// writer's threads every call gives [`WriterError::Stopped`].
     pub fn record(&self, entry: Entry) -> Result<Recorded> {
-        let _busy = self.shared.busy();
+        let _busy = self.shared.busy_here();
         let start = Instant::now();
         let plan = self.admit(&entry)?;
         let charge = plan.tensor_bytes + LEAF_OVERHEAD * plan.leaves;
@@ -127,7 +127,7 @@ impl UnitWriter {
 
     /// [`UnitWriter::record`] for async code: waits for the budget without blocking the thread.
     pub async fn record_async(&self, entry: Entry) -> Result<Recorded> {
-        let _busy = self.shared.busy();
+        let _busy = self.shared.busy_here();
         let start = Instant::now();
         let plan = self.admit(&entry)?;
         let charge = plan.tensor_bytes + LEAF_OVERHEAD * plan.leaves;
