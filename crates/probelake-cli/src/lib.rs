@@ -10,6 +10,7 @@
 
 mod cmd;
 mod damage;
+mod exit;
 mod output;
 mod progress;
 mod repl;
@@ -17,9 +18,10 @@ mod report;
 mod unit_pairs;
 mod uri;
 
-use std::process::ExitCode;
+use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};
+pub use exit::ExitCode;
 
 /// msprobe precision dumps as a columnar dataset you can query.
 #[derive(Debug, Parser)]
@@ -86,9 +88,20 @@ pub enum Command {
     Cluster(cmd::cluster::Args),
 }
 
-/// Runs the command line and returns the process exit code.
-pub fn run() -> ExitCode {
-    let cli = match Cli::try_parse() {
+/// Runs the command line on the process's arguments and returns its exit code.
+pub fn run() -> std::process::ExitCode {
+    run_with_args(std::env::args_os()).into()
+}
+
+/// Runs the command line on `args`, the first of which names the program (as in
+/// `std::env::args_os`), and returns the exit code. The Python package's `probelake` command
+/// enters here.
+pub fn run_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

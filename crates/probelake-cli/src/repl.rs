@@ -1,6 +1,6 @@
 //! The interactive prompt of `probelake sql`, modelled on datafusion-cli.
 
-use std::process::ExitCode;
+use crate::ExitCode;
 
 use probelake_query::RunSession;
 use rustyline::error::ReadlineError;

@@ -1,6 +1,6 @@
 //! Printing errors: `probelake: <the chain>`, then a `hint:` where we know what fixes it.
 
-use std::process::ExitCode;
+use crate::ExitCode;
 
 use probelake_format::storage::{redact, StoreFailure};
 use probelake_format::FormatError;

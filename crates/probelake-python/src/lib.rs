@@ -8,6 +8,7 @@
 //!
 //! Results cross into pyarrow, polars and pandas as Arrow C streams (`stream.rs`): no copy.
 
+mod cli;
 mod error;
 mod fork;
 mod lake;
@@ -36,6 +37,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stream::PyArrowStream>()?;
     m.add_class::<writer::PyUnitWriter>()?;
     m.add_function(wrap_pyfunction!(lake::open, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::main, m)?)?;
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
     m.add_function(wrap_pyfunction!(ops::import_msprobe, m)?)?;
     m.add_function(wrap_pyfunction!(ops::export_msprobe, m)?)?;

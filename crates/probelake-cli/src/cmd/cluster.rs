@@ -1,8 +1,8 @@
 //! `probelake cluster scheduler|executor`: the processes of a Ballista cluster that knows
 //! probelake's datasets, and `--cluster`, which sends `sql`, `divergence` and `compare` there.
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use probelake_query::{Engine, LocalEngine};

@@ -1,7 +1,7 @@
 //! `probelake compare TARGET GOLDEN`: msprobe's compare table for every unit in both runs.
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::bail;
 use probelake_compare::write::results::ResultFormat;

@@ -1,7 +1,7 @@
 //! `probelake demo [DIR]`: two toy runs, one with a bug, imported and shown.
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context as _;
 use probelake_compare::runs::pairing::{pair_units, InputKind, Side, UnitChoice};
@@ -29,13 +29,14 @@ compare`, the demo still exits 0), 2 on an error, 130 when interrupted by Ctrl-C
 Example:
   probelake demo /tmp/probelake-demo")]
 pub struct Args {
-    /// Where to put the runs and datasets (default: ./probelake-demo).
+    /// Where to put the runs and datasets (default: probelake-demo in the temporary folder,
+    /// $TMPDIR or /tmp, so that a demo run from a clone leaves the clone as it was).
     pub dir: Option<PathBuf>,
 }
 
 /// Runs the demo.
 pub async fn run(ctx: &Context, args: Args) -> anyhow::Result<ExitCode> {
-    let dir = args.dir.unwrap_or_else(|| PathBuf::from("probelake-demo"));
+    let dir = args.dir.unwrap_or_else(|| std::env::temp_dir().join("probelake-demo"));
     let runs = [("base", None), ("attnbug", Some((1usize, 1.01f32)))];
     println!("probelake demo in {}", dir.display());
     for (name, bug) in runs {

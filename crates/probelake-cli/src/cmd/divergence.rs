@@ -1,6 +1,6 @@
 //! `probelake divergence TARGET GOLDEN`: where two runs first part, for every unit at once.
 
-use std::process::ExitCode;
+use crate::ExitCode;
 
 use probelake_compare::DivergenceJob;
 use probelake_query::datafusion::arrow::array::RecordBatch;

@@ -1,7 +1,7 @@
 //! `probelake files DATASET --table T`: the committed files of a table, for other engines.
 
+use crate::ExitCode;
 use std::io::Write as _;
-use std::process::ExitCode;
 
 use probelake_format::Table;
 

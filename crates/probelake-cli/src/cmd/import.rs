@@ -1,7 +1,7 @@
 //! `probelake import SRC DST`
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context as _;
 use probelake_msprobe::{import, ImportOptions, Overrides, TreeLayout};

@@ -1,7 +1,7 @@
 //! `probelake info SRC`
 
+use crate::ExitCode;
 use std::io::Write as _;
-use std::process::ExitCode;
 
 use super::import::human_bytes;
 use super::Context;

@@ -1,7 +1,7 @@
 //! `probelake plot trend|divergence`: charts as SVG and PNG (probelake-plot draws them).
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::bail;
 use probelake_plot::{

@@ -1,8 +1,8 @@
 //! `probelake report TARGET GOLDEN -o report.html`: one offline HTML page that shows where two
 //! runs part.
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use probelake_report::{page, ReportError, ReportJob};
 

@@ -1,8 +1,8 @@
 //! `probelake sql`: SQL over runs, from flags, files or an interactive prompt.
 
+use crate::ExitCode;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use probelake_query::datafusion::arrow::record_batch::RecordBatch;

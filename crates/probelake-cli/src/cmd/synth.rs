@@ -1,7 +1,7 @@
 //! `probelake synth OUT`: an msprobe dump tree of a toy transformer, at any size.
 
+use crate::ExitCode;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use probelake_synth::{scale_hint, write_run, SynthDtype, SynthLayout, SynthLevel, SynthSpec, SynthTask};

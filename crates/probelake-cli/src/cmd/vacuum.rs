@@ -1,7 +1,7 @@
 //! `probelake vacuum DATASET`
 
+use crate::ExitCode;
 use std::io::Write as _;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};

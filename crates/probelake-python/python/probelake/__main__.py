@@ -1,0 +1,5 @@
+"""`python -m probelake`: the `probelake` command."""
+
+from ._cli import main
+
+main()
