@@ -341,3 +341,44 @@ fn ctrl_c_cancels_a_statement_at_the_prompt() {
     let status = child.wait().expect("wait");
     assert!(status.success(), "exit {status:?}");
 }
+
+/// Ctrl-C stops a statement given with `-c` while every worker of the runtime computes it (a
+/// join with no yield for seconds at a time): exit 130 within moments. Ctrl-C once waited for
+/// the statement to end, because a signal reaches tokio only through a worker that parks.
+#[test]
+fn ctrl_c_stops_a_long_statement_with_130() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    let synth = ["synth", src.to_str().expect("utf-8 path"), "--layers", "1", "--steps", "1", "--ranks", "1", "-q"];
+    cli::ok(synth);
+    cli::import(&src, &tmp.path().join("ds"));
+    let query = "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probelake"))
+        .args(["sql", "ds", "-c", query])
+        .current_dir(tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("probelake sql starts");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(child.try_wait().expect("try_wait").is_none(), "the statement ended before Ctrl-C");
+    let interrupted = Instant::now();
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().expect("kill runs").success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running 30 s after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "exit {status:?}");
+    assert!(interrupted.elapsed() < Duration::from_secs(10), "{:?}", interrupted.elapsed());
+}

@@ -1,8 +1,10 @@
 """The `probelake` command that `pip install` gives: the command line, run by the package's native
 module (`probelake._cli:main`, `python -m probelake`), answers as the binary does."""
 
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 
 import pytest
@@ -60,6 +62,24 @@ def test_exit_codes_and_errors_are_the_binarys(demo_lake, tmp_path):
     # A usage mistake: exit 2 and clap's message, naming the program as `probelake`.
     ours = command("import", codes=(2,))
     assert "Usage: probelake import" in ours.stderr
+
+
+def test_ctrl_c_stops_the_command_with_130(demo_lake):
+    long_query = "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "probelake", "sql", demo_lake / "base", "-c", long_query],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)  # past Python's start-up and the query's planning
+    assert proc.poll() is None, proc.communicate()
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.perf_counter() - start < 10
+    assert "interrupted" in err
 
 
 def test_help_lists_every_command_as_the_binary_does():

@@ -144,13 +144,14 @@ where
     // Ctrl-C drops the command's future: what it was writing through an `OutputTree` (export,
     // compare, `-o` files) is rolled back, and an import commits nothing.
     // The interactive prompt cancels a running statement on Ctrl-C and goes on.
+    let interrupt = (!own_interrupts).then(ctrl_c_on_its_own_thread);
     let result = runtime.block_on(async {
-        if own_interrupts {
+        let Some(interrupt) = interrupt else {
             return Some(command.await);
-        }
+        };
         tokio::select! {
             result = command => Some(result),
-            _ = tokio::signal::ctrl_c() => None,
+            () = interrupt => None,
         }
     });
     match result {
@@ -158,7 +159,31 @@ where
         Some(Err(e)) => report::error(&e),
         None => {
             eprintln!("probelake: interrupted; the files it had written are removed");
+            // Workers inside a long operator stop at its next yield; the process need not
+            // wait for them.
+            runtime.shutdown_background();
             ExitCode::from(130)
+        }
+    }
+}
+
+/// Resolves at the first Ctrl-C, seen by a thread of its own. A signal reaches a tokio runtime
+/// through its I/O driver, which only a parked worker polls: while every worker computes a long
+/// query (a join of many units, say), Ctrl-C given to the command's runtime would wait for the
+/// query to end. Never resolves if the thread cannot be started.
+fn ctrl_c_on_its_own_thread() -> impl std::future::Future<Output = ()> {
+    let (seen, received) = tokio::sync::oneshot::channel();
+    let watcher = std::thread::Builder::new().name("probelake-ctrl-c".into()).spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            return;
+        };
+        if runtime.block_on(tokio::signal::ctrl_c()).is_ok() {
+            let _ = seen.send(());
+        }
+    });
+    async move {
+        if watcher.is_err() || received.await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }
