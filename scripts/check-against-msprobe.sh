@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks `probelake compare` against `msprobe compare` (and, with --da, `probelake divergence`
 # against `msprobe compare -da`) on pairs of real msprobe runs made by
-# ../shared/tools/gen_msprobe_runs.py: every CSV cell must agree (tests/e2e/compare.rs rules).
+# scripts/gen_msprobe_runs.py: every CSV cell must agree (tests/e2e/compare.rs rules).
 #
 #   scripts/check-against-msprobe.sh                 # every pair (--list shows them)
 #   scripts/check-against-msprobe.sh --da            # and the first-divergence comparison

@@ -3,12 +3,12 @@
 checks that the CSVs agree cell for cell (the rules of tests/e2e/compare.rs); with --da also
 `msprobe compare -da` against `probelake divergence` on multi-rank step folders.
 
-The runs are made by ../shared/tools/gen_msprobe_runs.py (a small transformer trained on CPU
+The runs are made by scripts/gen_msprobe_runs.py (a small transformer trained on CPU
 under msprobe's PrecisionDebugger) into a data folder outside the repository, once; later
 calls reuse them. scripts/check-against-msprobe.sh sets up the msprobe venv and calls this;
 tests/python/test_against_msprobe.py runs the same checks under pytest.
 
-Standard library only, so that it runs under any Python 3.9+.
+Standard library only, so that it runs under any Python 3.10+.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_GEN = ROOT.parent / "shared" / "tools" / "gen_msprobe_runs.py"
+DEFAULT_GEN = ROOT / "scripts" / "gen_msprobe_runs.py"
 
 # Run name -> arguments of gen_msprobe_runs.py. Pairs share a seed (same weights and batches)
 # unless the point is that everything differs.
@@ -226,11 +226,12 @@ class Checked:
     differences: list
 
 
-def check_pair(tools: Tools, pair: Pair, work: pathlib.Path, log=print) -> list:
-    """Runs both tools on every invocation of a pair; one `Checked` per invocation."""
+def check_pair(tools: Tools, pair: Pair, work: pathlib.Path, log=print, calls: int | None = None) -> list:
+    """Runs both tools on every invocation of a pair (the first `calls` of them when given);
+    one `Checked` per invocation."""
     target, golden = ensure_run(tools, pair.target, log), ensure_run(tools, pair.golden, log)
     results = []
-    for n, (label, t, g) in enumerate(invocations(pair, target, golden)):
+    for n, (label, t, g) in enumerate(invocations(pair, target, golden)[:calls]):
         ms_out, pl_out = work / pair.name / f"{n}-msprobe", work / pair.name / f"{n}-probelake"
         _run([tools.msprobe, "compare", "-tp", t, "-gp", g, "-o", ms_out], "msprobe compare")
         _run([tools.probelake, "compare", t, g, "-o", pl_out], "probelake compare")
@@ -288,14 +289,15 @@ class DaChecked:
         return self.msprobe == self.expected
 
 
-def check_da(tools: Tools, pair: Pair, work: pathlib.Path, log=print) -> list:
-    """`-da` on every step folder of a multi-rank pair, next to `probelake divergence`."""
+def check_da(tools: Tools, pair: Pair, work: pathlib.Path, log=print, calls: int | None = None) -> list:
+    """`-da` on every step folder of a multi-rank pair (the first `calls` of them when given),
+    next to `probelake divergence`."""
     if pair.name == ASYMMETRIC:
         target, golden = make_asymmetric(tools, log)
     else:
         target, golden = ensure_run(tools, pair.target, log), ensure_run(tools, pair.golden, log)
     results = []
-    for n, (label, t, g) in enumerate(invocations(dataclasses.replace(pair, form="steps"), target, golden)):
+    for n, (label, t, g) in enumerate(invocations(dataclasses.replace(pair, form="steps"), target, golden)[:calls]):
         ms = msprobe_da(tools, t, g, work / pair.name / f"{n}-da")
         r = DaChecked(label, ms, probelake_divergence(tools, t, g))
         results.append(r)

@@ -10,7 +10,7 @@
 #
 # Needs the nightly toolchain (rustup toolchain install nightly) and installs cargo-fuzz when
 # missing. Corpora are seeded at each run from real msprobe output ($PROBELAKE_FIXTURES,
-# default ../shared/fixtures/runs) by fuzz/seed.py into fuzz/corpus/ (not committed); libFuzzer
+# default tests/data/fixtures/runs) by fuzz/seed.py into fuzz/corpus/ (not committed); libFuzzer
 # keeps what it finds there, so later runs resume. The build goes to $FUZZ_TARGET_DIR (default
 # fuzz/target), apart from the normal build: its instrumented objects differ.
 #
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
-fixtures=${PROBELAKE_FIXTURES:-../shared/fixtures/runs}
+fixtures=${PROBELAKE_FIXTURES:-tests/data/fixtures/runs}
 target_dir=${FUZZ_TARGET_DIR:-fuzz/target}
 max_len=${FUZZ_MAX_LEN:-32768}
 targets=${FUZZ_TARGETS:-dump_json stack_json construct_json tensor_pt tensor_npy roundtrip}

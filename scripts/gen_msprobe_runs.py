@@ -2,8 +2,9 @@
 
 msprobe itself writes every file; this script only drives a model under
 msprobe's PrecisionDebugger. The runs of tests/data/fixtures/runs were made
-with it, and tests/python/test_against_msprobe.py makes its runs with it. Needs: pip install mindstudio-probe torch
-(torch from PyPI runs on CPU; no GPU or NPU is needed). Layouts:
+with it, and tests/python/test_against_msprobe.py makes its runs with it.
+Needs: pip install mindstudio-probe torch (torch from PyPI runs on CPU; no GPU
+or NPU is needed). Layouts:
   plain : <out>/step{N}/rank{R}|proc{pid}/dump.json   (msprobe's own)
   verl  : <out>/step_{g}/{stage}/step0/rank0/dump.json (verl's precision_debugger)
 

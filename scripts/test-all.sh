@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of probelake: formatting, lints, the Rust tests (unit, doc, end-to-end over
-# ../shared/fixtures when present) and the Python reader tests in a venv it sets up itself.
+# tests/data/fixtures) and the Python reader tests in a venv it sets up itself.
 #
 # Reuses a Cargo target directory outside the clone when one exists
 # ($PROBELAKE_TARGET_DIR or $HOME/.cache/probelake-target); never needs one.

@@ -12,7 +12,7 @@
 # Inputs: synthetic msprobe runs (`probelake synth`, one training step of a transformer at level
 # L1, msprobe layout) of about 10 and 100 MB of dump.json per side ($COMPARE_SIZES, in MB), the
 # target with the demo's attention-scale bug; and, unless COMPARE_REAL=0, a pair of real
-# msprobe dumps of ~10.7 MB each (../shared/tools/gen_msprobe_runs.py: a 200-layer model at
+# msprobe dumps of ~10.7 MB each (scripts/gen_msprobe_runs.py: a 200-layer model at
 # level mix, one training step on CPU, the target with its attention-scale bug). They are kept
 # in $SIDE_BY_SIDE_DATA (default ~/.cache/probelake/side-by-side). Both tables are checked to be
 # the same, cell for cell (scripts/check_against_msprobe.py --diff-dirs), before any time is
@@ -56,7 +56,7 @@ for mb in $SIZES; do
 done
 
 if [ "$REAL" != 0 ]; then
-    gen=../shared/tools/gen_msprobe_runs.py
+    gen=scripts/gen_msprobe_runs.py
     pair="$data/real-mix-200"
     for side in base bug; do
         if ! ls "$pair/$side"/step0/proc*/dump.json >/dev/null 2>&1; then

@@ -1,5 +1,5 @@
 //! `probelake_compare` against what `msprobe compare` (mindstudio-probe 26.2) wrote for
-//! pairs of the real runs in `../shared/fixtures` (`compare-ref/`): every cell must match.
+//! pairs of the real runs in `tests/data/fixtures` (`compare-ref/`): every cell must match.
 
 use std::path::{Path, PathBuf};
 

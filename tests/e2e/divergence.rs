@@ -173,7 +173,7 @@ async fn import_into(src: &Path, dir: &Path) -> Lake {
 }
 
 /// Synthesized runs of every level, task and layout, with the bug in the first layer, the last
-/// layer or nowhere, and the real runs of `../shared/fixtures` (proc folders whose pids differ
+/// layer or nowhere, and the real runs of `tests/data/fixtures` (proc folders whose pids differ
 /// between runs, two ranks, bf16 against fp32, NaN statistics): the function gives the query's
 /// rows.
 #[tokio::test(flavor = "multi_thread")]

@@ -1,14 +1,16 @@
-//! Finding the shared fixtures, comparing trees of files, and checking what a dataset shows.
+//! Finding the msprobe fixtures, comparing trees of files, and checking what a dataset shows.
 
 use std::path::{Path, PathBuf};
 
-/// `../shared/fixtures`, or `None` (after printing one notice) on a fresh clone without it.
+/// `tests/data/fixtures`: real msprobe output and msprobe's compare results for it (its
+/// README says what each folder holds). `None` only where a checkout left it out, after one
+/// notice.
 pub fn root() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixtures");
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("skipping: ../shared/fixtures not found (tests on real msprobe output need it beside the clone)");
+        eprintln!("skipping: {} not found (the real msprobe output of the repository)", dir.display());
         None
     }
 }

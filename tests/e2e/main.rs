@@ -1,5 +1,5 @@
 //! End-to-end tests: the real `probelake` binary over real msprobe output
-//! (`../shared/fixtures`, skipped with a notice when absent) and over data it synthesizes.
+//! (`tests/data/fixtures`) and over data it synthesizes.
 
 mod affinity;
 mod bad_input;

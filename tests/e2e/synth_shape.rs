@@ -1,4 +1,4 @@
-//! The synthesizer against real msprobe output: for every run under `../shared/fixtures/runs`,
+//! The synthesizer against real msprobe output: for every run under `tests/data/fixtures/runs`,
 //! a synthesized run of the same layout, level, task and dtype must have the same folder
 //! pattern and the same JSON shape (keys, value kinds, tensor key order, dtype strings).
 

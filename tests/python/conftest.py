@@ -11,7 +11,7 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "data" / "fixtures"
 
 
 def binary():
@@ -28,9 +28,7 @@ def probelake(*args, codes=(0,), cwd=None):
 
 
 def fixture_runs():
-    """Every run folder under ../shared/fixtures/{runs,msprobe}, or [] when absent."""
-    if not FIXTURES.is_dir():
-        return []
+    """Every run folder under tests/data/fixtures/{runs,msprobe}."""
     return sorted(p for group in ("runs", "msprobe") for p in (FIXTURES / group).iterdir() if p.is_dir())
 
 

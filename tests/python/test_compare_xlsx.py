@@ -244,7 +244,6 @@ def test_xlsx_holds_the_csv_table(demo_lake, tmp_path):
     assert all(row[at][0] == "s" for row in rows)
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures not present")
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 def test_xlsx_cells_are_msprobes(pair, tmp_path):
     target, golden = (one_dump(p) for p in PAIRS[pair])

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FIXTURES, ROOT, S3_KEY, S3_SECRET, probelake
+from conftest import ROOT, S3_KEY, S3_SECRET, probelake
 
 DOC = ROOT / "docs" / "python.md"
 
@@ -48,13 +48,11 @@ def count(sql, *runs):
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """A folder where the page's commands have run: lake/base, lake/bug, cmp, first_divergence."""
-    if not (FIXTURES / "runs").is_dir():
-        pytest.skip("../shared/fixtures not found")
     work = tmp_path_factory.mktemp("recipes")
     for _, text in blocks("console"):
         for line in text.splitlines():
             if line.startswith("$ probelake "):
-                args = shlex.split(line[len("$ probelake ") :].replace("../shared/fixtures", str(FIXTURES)))
+                args = shlex.split(line[len("$ probelake ") :])
                 probelake(*args, "-q", codes=(0, 1), cwd=work)
     return work
 

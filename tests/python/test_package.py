@@ -23,12 +23,8 @@ from conftest import binary, fixture_runs, probelake as cli  # noqa: E402
 RUNS = fixture_runs()
 
 
-@pytest.fixture(
-    scope="module", params=RUNS or [None], ids=lambda p: p.name if p else "no-fixtures"
-)
+@pytest.fixture(scope="module", params=RUNS, ids=lambda p: p.name)
 def imported(request, tmp_path_factory):
-    if request.param is None:
-        pytest.skip("../shared/fixtures is absent: fixture readers not run")
     dst = tmp_path_factory.mktemp("lake") / request.param.name
     cli("import", request.param, dst, "-q")
     return dst

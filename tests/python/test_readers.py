@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from conftest import fixture_runs, probelake
+from conftest import FIXTURES, fixture_runs, probelake
 
 
 def count_leaves_from_info(lake):
@@ -50,8 +50,7 @@ def test_pyarrow_reads_every_fixture_run(run, tmp_path):
 def nan_lake(tmp_path_factory):
     """The fixture run whose statistics hold NaN and inf, imported once for this module."""
     runs = [r for r in fixture_runs() if r.name == "plain-l1-md5-bf16-nan"]
-    if not runs:
-        pytest.skip("../shared/fixtures not found")
+    assert runs, f"no plain-l1-md5-bf16-nan under {FIXTURES}"
     lake = tmp_path_factory.mktemp("nan") / "ds"
     probelake("import", runs[0], lake, "-q")
     return lake

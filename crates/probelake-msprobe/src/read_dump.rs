@@ -158,14 +158,14 @@ mod tests {
         }
     }
 
-    /// Real msprobe output (`../shared/fixtures`, when it is beside the clone): both ways agree
+    /// Real msprobe output (the repository's `tests/data/fixtures`): both ways agree
     /// on every file, and most leaves are read straight. Synthesized files of every task, level
     /// and dtype are checked the same way by the synthesizer's tests.
     #[test]
     fn real_dump_files_take_apart_the_same_both_ways() {
-        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures");
         if !fixtures.is_dir() {
-            eprintln!("skipping: ../shared/fixtures not found (real msprobe output needs it beside the clone)");
+            eprintln!("skipping: {} not found (a copy of the crate without the repository)", fixtures.display());
             return;
         }
         let files = dump_files_below(&fixtures);

@@ -1,12 +1,12 @@
 //! Synthetic msprobe dump trees of a toy transformer, for `probelake demo` and benchmarks.
 //!
 //! [`write_run`] runs a real f32 forward (and, for training stages, backward) pass of the
-//! 2-layer-style transformer from `shared/tools/gen_msprobe_runs.py` and writes what msprobe's
+//! 2-layer-style transformer of `scripts/gen_msprobe_runs.py` and writes what msprobe's
 //! `statistics` task would have written for it: dump.json with Max/Min/Mean/Norm per tensor,
 //! grouped stack.json and construct.json, byte-compatible with CPython's `json.dump(indent=1)`.
 //! Entry names, call order, argument lists and the backward quirks (a linear's backward
 //! `output` is its reshaped `input`, `__mul__` backward ends in `null`, ...) follow the fixtures
-//! under `shared/fixtures/runs/`.
+//! under `tests/data/fixtures/runs/`.
 //!
 //! Size: at level L1 with statistics, one layer costs 14 forward entries (~13 KB of dump.json
 //! plus ~1.5 KB of stack.json references) per stage per rank; a training stage with backward

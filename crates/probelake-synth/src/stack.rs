@@ -1,5 +1,5 @@
 //! Python call stacks for stack.json, modelled on the `train_tiny.py` script that produced the
-//! shared fixtures (same file, line numbers and library frames).
+//! fixtures in tests/data/fixtures (same file, line numbers and library frames).
 
 /// Where in the toy model a call happens; every site has one distinct stack per context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use super::pickler::Pickler;
 use super::*;
 
+/// The repository's real msprobe output (`tests/data/fixtures`); absent only from a copy of
+/// the crate without the repository.
 fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/fixtures");
     dir.is_dir().then_some(dir)
 }
 
@@ -34,7 +36,7 @@ fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
 #[test]
 fn fixtures_reencode_byte_identical() {
     let Some(dir) = fixtures_dir() else {
-        println!("skipping: ../shared/fixtures not found");
+        println!("skipping: tests/data/fixtures not found (a copy of the crate without the repository)");
         return;
     };
     let mut files = Vec::new();
