@@ -87,7 +87,8 @@ step "probelake Python package into the venv (ruff, then the native module the b
     tests/python/test_msprobe_route.py tests/python/test_msprobe_device_path.py tests/python/msprobe_job.py \
     tests/python/test_report.py tests/python/test_fork.py tests/python/test_many_writers.py \
     tests/python/writer_job.py tests/python/test_hostile_arguments.py tests/python/test_kill_points.py \
-    tests/python/test_faulty_store.py tests/python/faulty_proxy.py
+    tests/python/test_faulty_store.py tests/python/faulty_proxy.py tests/python/test_command.py \
+    tests/python/test_doc_commands.py
 "$venv/bin/ruff" check crates/probelake-python/python
 case "$target" in
     /*) built="$target/debug" ;;
@@ -115,4 +116,5 @@ fi
 step "pytest tests/python"
 # The binary `cargo test` built for the e2e tests: `cargo build --bin probelake` alone resolves
 # features without the dev-dependencies and would compile DataFusion a second time.
-PROBELAKE_BIN="$built/probelake" "$venv/bin/python" -m pytest -q tests/python
+# -rs: the run ends with each skipped test and the reason it could not run here.
+PROBELAKE_BIN="$built/probelake" "$venv/bin/python" -m pytest -q -rs tests/python

@@ -53,11 +53,17 @@ fn free_port() -> u16 {
 }
 
 impl Moto {
-    /// Starts a server, or returns `None` (after one notice) when moto is not installed.
+    /// Starts a server, or returns `None` (after one notice) when moto is not installed. Under
+    /// scripts/test-all.sh, which installs it ($PROBELAKE_TEST_VENV), a missing server fails.
     pub fn start() -> Option<Moto> {
         let venv = venv();
         let server = venv.join("bin/moto_server");
         if !server.exists() {
+            assert!(
+                std::env::var_os("PROBELAKE_TEST_VENV").is_none(),
+                "{} not found, though PROBELAKE_TEST_VENV names that venv",
+                server.display()
+            );
             eprintln!("skipping: {} not found (scripts/test-all.sh installs moto[server] there)", server.display());
             return None;
         }
