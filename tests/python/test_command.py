@@ -11,21 +11,30 @@ import pytest
 
 from conftest import ROOT, probelake
 
-pytest.importorskip("probelake", reason="the probelake package is not installed in this venv")
+pytest.importorskip(
+    "probelake", reason="the probelake package is not installed in this venv"
+)
 import probelake as package  # noqa: E402
 
 
 def command(*args, codes=(0,), **kwargs):
     """Runs the package's command (as its console script does) and returns the process."""
     done = subprocess.run(
-        [sys.executable, "-m", "probelake", *map(str, args)], capture_output=True, text=True, **kwargs
+        [sys.executable, "-m", "probelake", *map(str, args)],
+        capture_output=True,
+        text=True,
+        **kwargs,
     )
-    assert done.returncode in codes, f"python -m probelake {args} exited {done.returncode}:\n{done.stderr}"
+    assert done.returncode in codes, (
+        f"python -m probelake {args} exited {done.returncode}:\n{done.stderr}"
+    )
     return done
 
 
 def test_the_console_script_enters_the_command_line():
-    project = tomllib.loads((ROOT / "crates/probelake-python/pyproject.toml").read_text())["project"]
+    project = tomllib.loads(
+        (ROOT / "crates/probelake-python/pyproject.toml").read_text()
+    )["project"]
     assert project["scripts"] == {"probelake": "probelake._cli:main"}
     from probelake import _cli
 
@@ -34,7 +43,11 @@ def test_the_console_script_enters_the_command_line():
 
 def test_version_is_the_same_in_both_faces():
     ours = command("--version").stdout.strip()
-    assert ours == probelake("--version").stdout.strip() == f"probelake {package.__version__}"
+    assert (
+        ours
+        == probelake("--version").stdout.strip()
+        == f"probelake {package.__version__}"
+    )
 
 
 def test_demo_info_and_export_match_the_binary(tmp_path):
@@ -43,16 +56,38 @@ def test_demo_info_and_export_match_the_binary(tmp_path):
     assert command("info", lake).stdout == probelake("info", lake).stdout
     command("export", lake, tmp_path / "back", "-q")
     probelake("export", lake, tmp_path / "back-binary", "-q")
-    files = sorted(p.relative_to(tmp_path / "back") for p in (tmp_path / "back").rglob("*") if p.is_file())
+    files = sorted(
+        p.relative_to(tmp_path / "back")
+        for p in (tmp_path / "back").rglob("*")
+        if p.is_file()
+    )
     assert files and all(
-        (tmp_path / "back" / f).read_bytes() == (tmp_path / "back-binary" / f).read_bytes() for f in files
+        (tmp_path / "back" / f).read_bytes()
+        == (tmp_path / "back-binary" / f).read_bytes()
+        for f in files
     )
 
 
 def test_exit_codes_and_errors_are_the_binarys(demo_lake, tmp_path):
     # compare exits 1 when some row is `error`, as the binary (and diff) does.
-    ours = command("compare", demo_lake / "attnbug", demo_lake / "base", "-o", tmp_path / "a", "-q", codes=(1,))
-    theirs = probelake("compare", demo_lake / "attnbug", demo_lake / "base", "-o", tmp_path / "b", "-q", codes=(1,))
+    ours = command(
+        "compare",
+        demo_lake / "attnbug",
+        demo_lake / "base",
+        "-o",
+        tmp_path / "a",
+        "-q",
+        codes=(1,),
+    )
+    theirs = probelake(
+        "compare",
+        demo_lake / "attnbug",
+        demo_lake / "base",
+        "-o",
+        tmp_path / "b",
+        "-q",
+        codes=(1,),
+    )
     assert ours.stdout == theirs.stdout
     # An error: exit 2 and the same message on stderr.
     missing = tmp_path / "nowhere"
@@ -65,9 +100,19 @@ def test_exit_codes_and_errors_are_the_binarys(demo_lake, tmp_path):
 
 
 def test_ctrl_c_stops_the_command_with_130(demo_lake):
-    long_query = "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm"
+    long_query = (
+        "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "probelake", "sql", demo_lake / "base", "-c", long_query],
+        [
+            sys.executable,
+            "-m",
+            "probelake",
+            "sql",
+            demo_lake / "base",
+            "-c",
+            long_query,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -83,7 +128,18 @@ def test_ctrl_c_stops_the_command_with_130(demo_lake):
 
 
 def test_help_lists_every_command_as_the_binary_does():
-    names = ["import", "export", "info", "sql", "compare", "divergence", "plot", "report", "vacuum", "synth"]
+    names = [
+        "import",
+        "export",
+        "info",
+        "sql",
+        "compare",
+        "divergence",
+        "plot",
+        "report",
+        "vacuum",
+        "synth",
+    ]
     names += ["demo", "files", "cluster"]
     helped = command("--help").stdout
     assert helped == probelake("--help").stdout
