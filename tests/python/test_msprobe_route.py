@@ -308,6 +308,32 @@ def test_the_environment_variable_with_a_bad_dataset(tmp_path: Path) -> None:
     assert list((tmp_path / "dump").rglob("dump.json"))
 
 
+def test_a_start_up_failure_a_job_swallows_stays_loud(tmp_path: Path) -> None:
+    """verl's precision debugger (`strict: False`) catches a failed import of msprobe and goes
+    on; every later import must fail the same way and log why, never let msprobe write JSON."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    swallow = (
+        "for attempt in range(3):\n"
+        "    try:\n"
+        "        import msprobe.pytorch\n"
+        "    except Exception as e:\n"
+        "        print('refused', type(e).__name__)\n"
+        "    else:\n"
+        "        print('imported')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", swallow],
+        env={**os.environ, "PROBELAKE_MSPROBE_LAKE": str(blocker / "lake")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.stdout.split("\n")[:3] == ["refused DatasetError"] * 3, out.stdout + out.stderr[-3000:]
+    logged = [line for line in out.stderr.splitlines() if "msprobe is not started" in line]
+    assert len(logged) == 3 and "a-file" in logged[0], out.stderr[-3000:]
+
+
 def test_an_untested_msprobe_is_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -278,4 +278,15 @@ def _enable_from_environment() -> None:
         if fallback == "json":
             print(f"probelake: {e}; msprobe writes its own files", file=sys.stderr)
             return
+        # Logged as well as raised: a job may catch the error and go on (verl's precision
+        # debugger does with `strict: False`); the worker's log still says why nothing is dumped.
+        log.error(
+            "probelake: msprobe's dumps of process %d cannot go to %s (%s): %s; msprobe is not started "
+            "(%s=json lets msprobe write its own files instead)",
+            os.getpid(),
+            uri,
+            ENV_LAKE,
+            e,
+            ENV_FALLBACK,
+        )
         raise

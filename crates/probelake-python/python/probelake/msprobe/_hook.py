@@ -32,7 +32,6 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname != TRIGGER:
             return None
-        sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return spec
@@ -43,7 +42,12 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
             run(module)
             from probelake.msprobe import _enable_from_environment
 
+            # The hook stays armed until routing succeeds: a job that swallows the first failure
+            # (verl's precision debugger with `strict: False`) meets it again at every later
+            # import of msprobe, rather than msprobe silently writing its own files.
             _enable_from_environment()
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
