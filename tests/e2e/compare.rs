@@ -300,7 +300,7 @@ async fn in_memory_and_dataset_comparisons_agree() {
     }
 }
 
-/// The SQL `docs/compare.md` shows (`compare_sql`) runs in a plain `RunSession` and yields
+/// The SQL `docs/compare-internals.md` shows (`compare_sql`) runs in a plain `RunSession` and yields
 /// msprobe's rows: one per CSV row, matched exactly where the CSV names a Bench row.
 #[tokio::test(flavor = "multi_thread")]
 async fn documented_compare_sql_yields_msprobe_rows() {
@@ -366,7 +366,7 @@ fn dump_with_int_stats(scalar: Option<&str>) -> String {
     )
 }
 
-/// pandas types msprobe's statistics columns (see `compare/columns.rs`): an integer Max prints
+/// pandas types msprobe's statistics columns (see `table/columns.rs` of probelake-compare): an integer Max prints
 /// as `57.0` when its column holds floats and no string — what msprobe 26.2 wrote for a
 /// module-level (L0) dump — and stays `57` when a scalar argument puts a string there.
 #[tokio::test(flavor = "multi_thread")]

@@ -2,8 +2,9 @@
 //!
 //! `msprobe compare` (mindstudio-probe 26.2) and first-divergence search as operations over two
 //! runs: datasets, msprobe dump folders or dump.json files. The rules behind every cell are in
-//! `docs/compare.md`; the SQL functions and the per-leaf rules they share with this crate live
-//! in `probelake-query` (`probelake_query::msprobe`).
+//! `docs/msprobe-compare.md`, what each column means in `docs/compare.md`, and how this crate
+//! works in `docs/compare-internals.md`; the SQL functions and the per-leaf rules they share
+//! with this crate live in `probelake-query` (`probelake_query::msprobe`).
 //!
 //! The rooms, by concept:
 //! - [`runs`]: what the user gave (a dataset, a dump folder, a dump.json), opened once, and
