@@ -1,6 +1,7 @@
 //! msprobe's Max/Min/Mean/Norm of a tensor, computed from its little-endian bytes.
 //!
-//! The rules are msprobe's for PyTorch at HEAD (`msprobe-dump-format.md` §6.4.2):
+//! The rules are msprobe 26.2's for PyTorch (msprobe: core/dump/data_dump/data_processor/pytorch_processor.py,
+//! `PytorchDataProcessor.get_stat_info`; docs/writer.md, "Statistics"):
 //!
 //! | tensor | Max | Min | Mean | Norm |
 //! |---|---|---|---|---|
