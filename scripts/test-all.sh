@@ -116,5 +116,6 @@ fi
 step "pytest tests/python"
 # The binary `cargo test` built for the e2e tests: `cargo build --bin probelake` alone resolves
 # features without the dev-dependencies and would compile DataFusion a second time.
-# -rs: the run ends with each skipped test and the reason it could not run here.
-PROBELAKE_BIN="$built/probelake" "$venv/bin/python" -m pytest -q -rs tests/python
+# --durations: the slowest tests, to keep CI within its time; -rs: the run ends with each
+# skipped test and the reason it could not run here.
+PROBELAKE_BIN="$built/probelake" "$venv/bin/python" -m pytest -q --durations=15 -rs tests/python
