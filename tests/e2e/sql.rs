@@ -279,6 +279,16 @@ fn first_divergence_on_the_fixture_runs() {
     assert_eq!(pick(&rule, "ref_compute_log_prob"), None, "{rule}");
 }
 
+/// A folder holding `ds`, a dataset of one small synthesized unit.
+fn one_unit_dataset() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    let synth = ["synth", src.to_str().expect("utf-8 path"), "--layers", "1", "--steps", "1", "--ranks", "1", "-q"];
+    cli::ok(synth);
+    cli::import(&src, &tmp.path().join("ds"));
+    tmp
+}
+
 /// Ctrl-C at the interactive prompt cancels the running statement and the prompt goes on: the
 /// next statement runs and end of input exits 0 (before, the whole program ended).
 #[test]
@@ -288,11 +298,7 @@ fn ctrl_c_cancels_a_statement_at_the_prompt() {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let src = tmp.path().join("src");
-    let synth = ["synth", src.to_str().expect("utf-8 path"), "--layers", "1", "--steps", "1", "--ranks", "1", "-q"];
-    cli::ok(synth);
-    cli::import(&src, &tmp.path().join("ds"));
+    let tmp = one_unit_dataset();
     let mut child = Command::new(env!("CARGO_BIN_EXE_probelake"))
         .args(["sql", "ds"])
         .current_dir(tmp.path())
@@ -350,11 +356,7 @@ fn ctrl_c_stops_a_long_statement_with_130() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let src = tmp.path().join("src");
-    let synth = ["synth", src.to_str().expect("utf-8 path"), "--layers", "1", "--steps", "1", "--ranks", "1", "-q"];
-    cli::ok(synth);
-    cli::import(&src, &tmp.path().join("ds"));
+    let tmp = one_unit_dataset();
     let query = "SELECT count(*) FROM dump a, dump b, dump c WHERE a.norm + b.norm > c.norm";
     let mut child = Command::new(env!("CARGO_BIN_EXE_probelake"))
         .args(["sql", "ds", "-c", query])
