@@ -329,8 +329,12 @@ def test_a_start_up_failure_a_job_swallows_stays_loud(tmp_path: Path) -> None:
         text=True,
         timeout=300,
     )
-    assert out.stdout.split("\n")[:3] == ["refused DatasetError"] * 3, out.stdout + out.stderr[-3000:]
-    logged = [line for line in out.stderr.splitlines() if "msprobe is not started" in line]
+    assert out.stdout.split("\n")[:3] == ["refused DatasetError"] * 3, (
+        out.stdout + out.stderr[-3000:]
+    )
+    logged = [
+        line for line in out.stderr.splitlines() if "msprobe is not started" in line
+    ]
     assert len(logged) == 3 and "a-file" in logged[0], out.stderr[-3000:]
 
 
