@@ -116,6 +116,8 @@ fi
 step "pytest tests/python"
 # The binary `cargo test` built for the e2e tests: `cargo build --bin probelake` alone resolves
 # features without the dev-dependencies and would compile DataFusion a second time.
+# Two workers, each module's tests on one (its module-scoped fixtures built once): most tests
+# wait on subprocesses, servers and kills, and a cold CI run on two cores took 16 min this way.
 # --durations: the slowest tests, to keep CI within its time; -rs: the run ends with each
 # skipped test and the reason it could not run here.
-PROBELAKE_BIN="$built/probelake" "$venv/bin/python" -m pytest -q --durations=15 -rs tests/python
+PROBELAKE_BIN="$built/probelake" "$venv/bin/python" -m pytest -q -n 2 --dist loadfile --durations=15 -rs tests/python
