@@ -76,7 +76,9 @@ fn order_key(bits: u32) -> i32 {
 }
 
 /// The order keys of the float max and min from the signed max and the unsigned max and min
-/// of the elements' bits (the reasoning is `Extremes16::keys`', for 32-bit patterns).
+/// of the elements' bits (the reasoning is `Extremes16::keys`', for 32-bit patterns). Only the
+/// x86 kernels keep those three.
+#[cfg(target_arch = "x86_64")]
 pub(super) fn extreme_keys(signed_max: i32, unsigned_max: u32, unsigned_min: u32) -> (i32, i32) {
     let max = if signed_max >= 0 { signed_max as u32 } else { unsigned_min };
     let min = if unsigned_max >= 0x8000_0000 { unsigned_max } else { unsigned_min };
@@ -191,7 +193,9 @@ impl Extremes16 {
     }
 
     /// [`Extremes16::keys`] for IEEE float16 patterns, which order the same way (sign and
-    /// magnitude) and widen to f32 by `half` rather than by a shift.
+    /// magnitude) and widen to f32 by `half` rather than by a shift. Only the x86 kernels
+    /// keep float16 extremes this way.
+    #[cfg(target_arch = "x86_64")]
     pub(super) fn keys_f16(self) -> (i32, i32) {
         let max = if self.signed_max >= 0 { self.signed_max as u16 } else { self.unsigned_min };
         let min = if self.unsigned_max >= 0x8000 { self.unsigned_max } else { self.unsigned_min };
@@ -542,6 +546,8 @@ mod tests {
     /// The best loop (what `reduce` picks), and each x86 loop the CPU has by itself. Where the
     /// AVX-512 BF16 loop declines, the portable one stands in, so only what it answers counts.
     fn kernels() -> Vec<(&'static str, Reduce)> {
+        // Only x86 adds kernels of its own.
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut kernels: Vec<(&'static str, Reduce)> = vec![("best", |r| r.reduce())];
         #[cfg(target_arch = "x86_64")]
         {
