@@ -19,7 +19,6 @@ cd "$(dirname "$0")/.."
 
 RUNS=${RUNS:-3}
 LEAVES=${REPORT_LEAVES:-"10000 100000 1000000"}
-log() { echo "report.sh: $*" >&2; }
 # shellcheck source=benches/side_by_side/common.bash
 . benches/side_by_side/common.bash
 

@@ -1,7 +1,11 @@
 # Shared by the side-by-side scripts (sourced, not run: side_by_side.sh runs only *.sh).
-# Expects $RUNS and a `log` function from the sourcing script; `setup_tools` sets $venv,
-# $data, $probelake and $work (a scratch folder removed on exit), `setup_probelake` only the
-# last two.
+# Expects $RUNS from the sourcing script, and uses its `log` function where it has one (else
+# `log` prefixes each line with the script's name); `setup_tools` sets $venv, $data, $probelake
+# and $work (a scratch folder removed on exit), `setup_probelake` only the last two.
+
+if ! declare -F log >/dev/null; then
+    log() { echo "$(basename "$0"): $*" >&2; }
+fi
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/probelake
 venv=${MSPROBE_VENV:-$cache/msprobe-venv}

@@ -16,7 +16,6 @@ cd "$(dirname "$0")/../.."
 
 RUNS=${RUNS:-5}
 SIZES=${COMPARE_SIZES:-"10 100"}
-log() { echo "compare_ab.sh: $*" >&2; }
 # shellcheck source=benches/side_by_side/common.bash
 . benches/side_by_side/common.bash
 
