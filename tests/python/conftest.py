@@ -19,12 +19,18 @@ def binary():
     return os.environ.get("PROBELAKE_BIN", str(ROOT / "target" / "debug" / "probelake"))
 
 
-def probelake(*args, codes=(0,), cwd=None):
-    """Runs the probelake binary and returns its completed process; fails the test unless its
-    exit code is one of `codes` (compare and divergence exit 1 when runs differ)."""
-    done = subprocess.run([binary(), *map(str, args)], capture_output=True, text=True, cwd=cwd)
-    assert done.returncode in codes, f"probelake {' '.join(map(str, args))} exited {done.returncode}:\n{done.stderr}"
+def run(argv, codes=(0,), **kwargs):
+    """Runs `argv` and returns its completed process (text output captured); fails the test
+    unless its exit code is one of `codes` (compare and divergence exit 1 when runs differ)."""
+    argv = [str(a) for a in argv]
+    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    assert done.returncode in codes, f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr}"
     return done
+
+
+def probelake(*args, codes=(0,), cwd=None):
+    """Runs the probelake binary under test, as `run` does."""
+    return run([binary(), *args], codes=codes, cwd=cwd)
 
 
 def fixture_runs():

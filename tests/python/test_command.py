@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from conftest import ROOT, probelake
+from conftest import ROOT, probelake, run
 
 pytest.importorskip(
     "probelake", reason="the probelake package is not installed in this venv"
@@ -18,17 +18,8 @@ import probelake as package  # noqa: E402
 
 
 def command(*args, codes=(0,), **kwargs):
-    """Runs the package's command (as its console script does) and returns the process."""
-    done = subprocess.run(
-        [sys.executable, "-m", "probelake", *map(str, args)],
-        capture_output=True,
-        text=True,
-        **kwargs,
-    )
-    assert done.returncode in codes, (
-        f"python -m probelake {args} exited {done.returncode}:\n{done.stderr}"
-    )
-    return done
+    """Runs the package's command (as its console script does), as `run` does."""
+    return run([sys.executable, "-m", "probelake", *args], codes=codes, **kwargs)
 
 
 def test_the_console_script_enters_the_command_line():
