@@ -11,8 +11,6 @@ pub struct ExitCode(u8);
 impl ExitCode {
     /// Exit code 0.
     pub const SUCCESS: ExitCode = ExitCode(0);
-    /// Exit code 1: the command ran and its answer is "they differ".
-    pub const FAILURE: ExitCode = ExitCode(1);
 
     /// The number the process exits with.
     pub fn code(self) -> u8 {
