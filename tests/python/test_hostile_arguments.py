@@ -152,12 +152,34 @@ def expect_clean(call):
         return False
 
 
-@pytest.fixture
-def lake(tmp_path):
-    lake = probelake.open(tmp_path / "lake")
+def new_lake(path):
+    lake = probelake.open(path)
     with lake.unit(0, "kept", 0) as u:
         u.record("Functional.kept.0.forward", output=[torch.ones(3)])
     return lake
+
+
+@pytest.fixture
+def lake(tmp_path):
+    return new_lake(tmp_path / "lake")
+
+
+@pytest.fixture
+def small_lake(tmp_path):
+    """A dataset for each example that stays small: most keys that work add a unit, and over a
+    long run one dataset would grow to thousands, each example listing them all. This one moves
+    to a fresh dataset every 50 examples."""
+    made = {"lake": None, "uses": 0, "count": 0}
+
+    def get():
+        if made["lake"] is None or made["uses"] == 50:
+            made["count"] += 1
+            made["lake"] = new_lake(tmp_path / f"lake{made['count']}")
+            made["uses"] = 0
+        made["uses"] += 1
+        return made["lake"]
+
+    return get
 
 
 @SETTINGS
@@ -201,7 +223,8 @@ def test_record_takes_any_value_or_refuses_it(
     ),
     rank=st.one_of(st.integers(), st.booleans()),
 )
-def test_unit_keys(lake, step, stage, rank):
+def test_unit_keys(small_lake, step, stage, rank):
+    lake = small_lake()
     before = units_of(lake)
     unit = None
 
