@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh            # 60 s per target
 #   scripts/fuzz.sh 300        # 5 minutes per target
 #   FUZZ_TARGETS="dump_json roundtrip" scripts/fuzz.sh 30
+#   FUZZ_RUNS=10000000 scripts/fuzz.sh 0   # each target until 10 million executions
 #
 # Needs the nightly toolchain (rustup toolchain install nightly) and installs cargo-fuzz when
 # missing. Corpora are seeded at each run from real msprobe output ($PROBELAKE_FIXTURES,
@@ -27,6 +28,11 @@ target_dir=${FUZZ_TARGET_DIR:-fuzz/target}
 max_len=${FUZZ_MAX_LEN:-32768}
 targets=${FUZZ_TARGETS:-dump_json stack_json construct_json tensor_pt tensor_npy roundtrip}
 fuzz_flags=(--sanitizer none --debug-assertions --target-dir "$target_dir")
+# libFuzzer stops at whichever limit comes first; 0 seconds means no time limit.
+run_limit=()
+if [ -n "${FUZZ_RUNS:-}" ]; then
+    run_limit=(-runs="$FUZZ_RUNS")
+fi
 
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz (cargo install cargo-fuzz)" >&2
@@ -50,7 +56,7 @@ for target in $targets; do
     before=$(find "fuzz/artifacts/$target" -type f | wc -l)
     start=$(date +%s)
     if cargo +nightly fuzz run "${fuzz_flags[@]}" "$target" "fuzz/corpus/$target" -- \
-        -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=1024 \
+        -max_total_time="$seconds" "${run_limit[@]}" -max_len="$max_len" -timeout=10 -rss_limit_mb=1024 \
         -print_final_stats=1 >"$log" 2>&1; then
         :
     else
