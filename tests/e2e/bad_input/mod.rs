@@ -203,6 +203,34 @@ fn a_failed_import_into_a_new_folder_leaves_nothing() {
 }
 
 #[test]
+fn a_commit_failing_half_way_puts_back_the_units_committed_before_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sandbox = tmp.path();
+    tree(sandbox, "first", GOOD.as_bytes());
+    let out = run_in(sandbox, ["import", "-q", "first", "ds"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = state(&sandbox.join("ds"));
+
+    // Rank 0 again, changed, and a new rank 1, which commits after it. A folder where rank 1's
+    // commit record goes makes its put fail, after rank 0's new record has landed.
+    tree(sandbox, "second", GOOD.replace("0.5", "0.25").as_bytes());
+    let rank1 = sandbox.join("second/step0/rank1");
+    std::fs::create_dir_all(&rank1).expect("mkdir");
+    std::fs::write(rank1.join("dump.json"), GOOD).expect("write");
+    let blocker = sandbox.join("ds/_probelake/commits/step=0/stage=default/rank=1.json");
+    std::fs::create_dir_all(&blocker).expect("mkdir");
+
+    let out = run_in(sandbox, ["import", "second", "ds"]);
+    assert_clear_error("import over a blocked commit", &out, &["rank=1.json"]);
+    std::fs::remove_dir(&blocker).expect("rmdir");
+    // Rank 0 has its first commit back and its new files are gone; rank 1's files, whose
+    // record never landed, are what `vacuum` is for.
+    let out = run_in(sandbox, ["vacuum", "-q", "--older-than", "0s", "ds"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_unchanged("a failed import, then vacuum", &before, &state(&sandbox.join("ds")));
+}
+
+#[test]
 fn truncation_at_every_offset_is_an_error_never_a_panic() {
     // The library directly: running the binary thousands of times would be slow.
     for cut in 0..GOOD.len() {
