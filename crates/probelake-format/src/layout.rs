@@ -354,8 +354,9 @@ pub fn is_encoded_partition_value(text: &str) -> bool {
     }
 }
 
-/// Reverses [`encode_partition_value`] (a shortened value gives back its prefix and hash);
-/// `None` when the text is not valid encoded UTF-8.
+/// Reverses [`encode_partition_value`] (a shortened value gives back its prefix and hash, with
+/// U+FFFD for a character the cut fell inside); `None` when the text is not valid encoded
+/// UTF-8.
 pub fn decode_partition_value(text: &str) -> Option<String> {
     if text == "%00" {
         return Some(String::new());
@@ -377,7 +378,15 @@ pub fn decode_partition_value(text: &str) -> Option<String> {
             None => break,
         }
     }
-    String::from_utf8(out).ok()
+    match String::from_utf8(out) {
+        Ok(value) => Some(value),
+        // The prefix of a shortened value may end inside a character; its name must still
+        // parse, or the unit it names would be committed and never listed.
+        Err(e) if text.contains('~') && is_encoded_partition_value(text) => {
+            Some(String::from_utf8_lossy(e.as_bytes()).into_owned())
+        }
+        Err(_) => None,
+    }
 }
 
 /// Parses `step=1/stage=x/rank=0` (the unit part of a commit record path, without `.json`).
@@ -511,6 +520,27 @@ mod tests {
         for folder in ["", "dumps", "dump/x", "dump/step=1/notes", "stack/step=1/stage=a/rank=0/api=x", "_probelake"] {
             assert!(!is_layout_folder(folder), "{folder}");
         }
+    }
+
+    #[test]
+    fn units_with_long_stages_parse_back_wherever_the_cut_falls() {
+        // The cut falls inside a 4-byte character at some length for each of these.
+        for stage in [
+            "::\u{80}\u{80}\u{80}\u{80}\u{80}\u{800}\u{10000}\u{10000}\u{10000}\u{10000}\u{10000}\u{10000}\u{10000}",
+            &"é".repeat(60),
+        ] {
+            for extra in 0..4 {
+                let stage = format!("{}{stage}", "x".repeat(extra));
+                let p = Unit::new(0, &stage, 0).commit_path(&Path::from("d"));
+                let rel = p.as_ref().trim_start_matches("d/_probelake/commits/").trim_end_matches(".json");
+                assert!(rel.contains('~'), "{rel}");
+                let parsed = parse_unit_path(rel).unwrap_or_else(|| panic!("{rel} does not parse"));
+                assert_eq!((parsed.step, parsed.rank), (0, 0));
+            }
+        }
+        assert_eq!(decode_partition_value("%F0%90~0123456789abcdef").as_deref(), Some("\u{FFFD}~0123456789abcdef"));
+        // Not a shortened value: invalid UTF-8 stays refused.
+        assert_eq!(decode_partition_value("%F0%90"), None);
     }
 
     #[test]
