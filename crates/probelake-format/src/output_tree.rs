@@ -92,28 +92,89 @@ impl OutputTree {
         rel: &Path,
         fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
     ) -> Result<()> {
-        let (path, exists) = self.vet(rel)?;
-        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        self.write_parts(|_, _| rel.to_path_buf(), |parts| fill(parts.current()?)).map(|_| ())
+    }
+
+    /// Like [`OutputTree::write_with`], for content that may be cut into several files: `fill`
+    /// writes into [`Parts::current`] and starts another file with [`Parts::next_file`], and only
+    /// then are the files named, file `i` of `n` at `name(n, i)`, so that a name can say how
+    /// many there are (msprobe names a long table's CSV files `…_part_1.csv`, `…_part_2.csv`
+    /// and a short one's without a suffix). Every name must be in the folder of `name(1, 0)`.
+    /// Returns the paths written.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use probelake_format::output_tree::OutputTree;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let mut tree = OutputTree::new(dir.path(), false);
+    /// let name = |n: usize, i: usize| if n == 1 { "t.csv".into() } else { format!("t_part_{}.csv", i + 1).into() };
+    /// let written = tree.write_parts(name, |parts| {
+    ///     parts.current()?.write_all(b"a\n")?;
+    ///     parts.next_file()?.write_all(b"b\n")
+    /// }).unwrap();
+    /// tree.finish();
+    /// assert_eq!(written, [dir.path().join("t_part_1.csv"), dir.path().join("t_part_2.csv")]);
+    /// ```
+    pub fn write_parts(
+        &mut self,
+        name: impl Fn(usize, usize) -> PathBuf,
+        fill: impl FnOnce(&mut Parts) -> std::io::Result<()>,
+    ) -> Result<Vec<PathBuf>> {
+        let (first, _) = self.vet(&name(1, 0))?;
+        let dir = first.parent().unwrap_or(&self.root).to_path_buf();
         self.create_dirs(&dir)?;
-        let tmp = dir.join(format!(".{}.probelake-tmp", uuid::Uuid::new_v4().simple()));
-        if let Err(e) = std::fs::File::create(&tmp).and_then(|mut file| fill(&mut file)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(FormatError::io(&path, e));
+        let mut parts = Parts { dir, files: Vec::new() };
+        if let Err(e) = fill(&mut parts) {
+            parts.remove();
+            return Err(FormatError::io(&first, e));
         }
+        let count = parts.files.len().max(1);
+        if parts.files.is_empty() {
+            // Nothing written: still one (empty) file, as a plain write of no bytes gives.
+            if let Err(e) = parts.next_file() {
+                return Err(FormatError::io(&first, e));
+            }
+        }
+        let mut written = Vec::with_capacity(count);
+        let mut temps = std::mem::take(&mut parts.files).into_iter().map(|(tmp, _)| tmp);
+        for (i, tmp) in temps.by_ref().enumerate() {
+            let placed = self.vet(&name(count, i)).and_then(|(path, exists)| {
+                if path.parent() != Some(parts.dir.as_path()) {
+                    return Err(FormatError::Internal(format!("{} is not beside {}", path.display(), first.display())));
+                }
+                self.place(&tmp, &path, exists).map(|()| path)
+            });
+            match placed {
+                Ok(path) => written.push(path),
+                Err(e) => {
+                    // The files placed before are the tree's now, undone by its rollback.
+                    let _ = std::fs::remove_file(&tmp);
+                    temps.for_each(|t| drop(std::fs::remove_file(t)));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(written)
+    }
+
+    /// Moves the finished temporary file `tmp` to `path`, keeping a copy of the file that
+    /// was there (`exists`) to put back on rollback.
+    fn place(&mut self, tmp: &Path, path: &Path, exists: bool) -> Result<()> {
+        let dir = path.parent().unwrap_or(&self.root);
         if exists {
             let backup = dir.join(format!(".{}.probelake-old", uuid::Uuid::new_v4().simple()));
-            if let Err(e) = std::fs::rename(&path, &backup) {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(FormatError::io(&path, e));
+            if let Err(e) = std::fs::rename(path, &backup) {
+                let _ = std::fs::remove_file(tmp);
+                return Err(FormatError::io(path, e));
             }
-            self.replaced.push((path.clone(), backup));
+            self.replaced.push((path.to_path_buf(), backup));
         }
-        if let Err(e) = std::fs::rename(&tmp, &path) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(FormatError::io(&path, e));
+        if let Err(e) = std::fs::rename(tmp, path) {
+            let _ = std::fs::remove_file(tmp);
+            return Err(FormatError::io(path, e));
         }
         if !exists {
-            self.created_files.push(path);
+            self.created_files.push(path.to_path_buf());
         }
         Ok(())
     }
@@ -177,6 +238,49 @@ impl Drop for OutputTree {
     }
 }
 
+/// The files [`OutputTree::write_parts`] is filling: temporary files in the output's folder,
+/// named only once all are written. Dropped before then, they are removed.
+#[derive(Debug)]
+pub struct Parts {
+    dir: PathBuf,
+    files: Vec<(PathBuf, std::fs::File)>,
+}
+
+impl Parts {
+    /// The file being written; the first is started on first use.
+    pub fn current(&mut self) -> std::io::Result<&mut std::fs::File> {
+        if self.files.is_empty() {
+            return self.next_file();
+        }
+        self.files.last_mut().map(|(_, file)| file).ok_or_else(|| std::io::Error::other("no file started"))
+    }
+
+    /// Starts the next file and returns it.
+    pub fn next_file(&mut self) -> std::io::Result<&mut std::fs::File> {
+        let tmp = self.dir.join(format!(".{}.probelake-tmp", uuid::Uuid::new_v4().simple()));
+        let file = std::fs::File::create(&tmp)?;
+        self.files.push((tmp, file));
+        self.current()
+    }
+
+    /// How many files were started.
+    pub fn count(&self) -> usize {
+        self.files.len()
+    }
+
+    fn remove(&mut self) {
+        for (tmp, _) in self.files.drain(..) {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+impl Drop for Parts {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +315,45 @@ mod tests {
         written.unwrap();
         assert!(exists);
         assert!(!rel.exists());
+    }
+
+    #[test]
+    fn parts_are_named_by_their_count_and_undone_together() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("dst");
+        let name = |base: &'static str| {
+            move |n: usize, i: usize| {
+                PathBuf::from(if n == 1 { format!("d/{base}.csv") } else { format!("d/{base}_{i}.csv") })
+            }
+        };
+        let mut tree = OutputTree::new(&root, false);
+        let one = tree.write_parts(name("s"), |parts| parts.current()?.write_all(b"x")).unwrap();
+        assert_eq!(one, [root.join("d/s.csv")]);
+        let three = tree
+            .write_parts(name("t"), |parts| {
+                for part in [b"a", b"b", b"c"] {
+                    parts.next_file()?.write_all(part)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(three, [0, 1, 2].map(|i| root.join(format!("d/t_{i}.csv"))));
+        assert_eq!(std::fs::read(root.join("d/t_2.csv")).unwrap(), b"c");
+        // A failing fill leaves no temporary file; a name already taken fails at the end.
+        let failed = tree.write_parts(
+            |_, _| "d/u.csv".into(),
+            |parts| {
+                parts.next_file()?;
+                Err(std::io::Error::other("full"))
+            },
+        );
+        assert!(failed.is_err());
+        assert!(tree.write_parts(|_, i| format!("d/t_{i}.csv").into(), |p| p.current().map(drop)).is_err());
+        let mut names: Vec<_> = std::fs::read_dir(root.join("d")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["s.csv", "t_0.csv", "t_1.csv", "t_2.csv"]);
+        tree.rollback();
+        assert!(!root.exists());
     }
 
     #[test]
