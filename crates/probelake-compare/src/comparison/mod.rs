@@ -24,6 +24,8 @@ use crate::mode::CompareMode;
 use crate::runs::{DumpTree, OpenedRun, RunSource};
 use crate::table::build::header;
 use crate::table::cells::Rows;
+use crate::table::csv;
+use probelake_format::output_tree::Parts;
 
 /// How to compare.
 #[derive(Debug, Clone, Default)]
@@ -56,10 +58,17 @@ impl UnitComparison {
     pub fn write_csv(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         // One write for the header: `out` is often a plain file, where each field and comma
         // would be a system call of its own.
-        let mut header = Vec::with_capacity(1024);
-        crate::table::csv::push_record(&mut header, self.header.iter().map(String::as_bytes));
-        out.write_all(&header)?;
-        crate::table::csv::write_rows(&self.rows, out)
+        out.write_all(&planned::csv_header(&self.header))?;
+        csv::write_rows(&self.rows, &mut csv::Whole(out))
+    }
+
+    /// Writes the table as [`write_csv`](Self::write_csv) does, into files of at most
+    /// [`csv::MAX_CSV_ROWS`] rows each, as msprobe cuts a long table.
+    pub(crate) fn write_csv_files(&self, parts: &mut Parts) -> std::io::Result<()> {
+        csv::write_rows(
+            &self.rows,
+            &mut csv::CutFiles::new(parts, planned::csv_header(&self.header), csv::MAX_CSV_ROWS)?,
+        )
     }
 
     /// The rows whose `Result` is `verdict` (`pass`, `warning`, `error`, …).

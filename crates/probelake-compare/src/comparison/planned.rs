@@ -14,7 +14,15 @@ use crate::mode::CompareMode;
 use crate::table::build::{build_chunks, FilePair};
 use crate::table::cells::Rows;
 use crate::table::csv;
+use probelake_format::output_tree::Parts;
 use probelake_msprobe::Origin;
+
+/// The CSV header line of `header`.
+pub(crate) fn csv_header(header: &[String]) -> Vec<u8> {
+    let mut line = Vec::with_capacity(1024);
+    csv::push_record(&mut line, header.iter().map(String::as_bytes));
+    line
+}
 
 /// A compared unit pair before its rows are built: what [`Comparison::plan_unit`] returns.
 ///
@@ -106,12 +114,23 @@ impl PlannedUnit {
     }
 
     /// Writes the table as `msprobe compare` writes its CSV (pandas `to_csv(index=False)`),
-    /// building it chunk by chunk on every core while earlier chunks are written.
+    /// building it chunk by chunk on every core while earlier chunks are written. All rows go
+    /// to `out`, however many: cut as msprobe cuts a long table with
+    /// [`ResultFiles`](crate::ResultFiles).
     pub fn write_csv(&self, out: &mut impl Write) -> Result<TableCounts, CompareError> {
+        out.write_all(&csv_header(&self.header))?;
+        self.write_rows(&mut csv::Whole(out))
+    }
+
+    /// Writes the table as [`write_csv`](Self::write_csv) does, into files of at most
+    /// [`csv::MAX_CSV_ROWS`] rows each.
+    pub(crate) fn write_csv_files(&self, parts: &mut Parts) -> Result<TableCounts, CompareError> {
+        let mut files = csv::CutFiles::new(parts, csv_header(&self.header), csv::MAX_CSV_ROWS)?;
+        self.write_rows(&mut files)
+    }
+
+    fn write_rows(&self, out: &mut impl csv::RowSink) -> Result<TableCounts, CompareError> {
         let started = std::time::Instant::now();
-        let mut header = Vec::with_capacity(1024);
-        csv::push_record(&mut header, self.header.iter().map(String::as_bytes));
-        out.write_all(&header)?;
         let result = result_column(&self.header);
         let counts_of = |rows: &Rows| TableCounts { rows: rows.len(), errors: rows_with_result(rows, result, "error") };
         let mut counts = TableCounts::default();
@@ -127,7 +146,7 @@ impl PlannedUnit {
             None => self.build(
                 |rows| Ok((csv::render_rows(&rows), counts_of(&rows))),
                 |(text, c)| {
-                    out.write_all(&text)?;
+                    out.write_rows(&text)?;
                     add(c);
                     Ok(())
                 },

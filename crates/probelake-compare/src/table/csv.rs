@@ -4,11 +4,73 @@
 use std::io::Write;
 use std::sync::mpsc::{sync_channel, Receiver};
 
+use probelake_format::output_tree::Parts;
+
 use crate::table::cells::{Row, Rows};
 use crate::threads::cores;
 
 /// Rows rendered at a time: a few MB of text.
 const PIECE_ROWS: usize = 8192;
+
+/// The most rows msprobe writes to one CSV file (`FileCheckConst.MAX_ROWS_PER_CSV_FILE`): a
+/// longer table is cut into `…_part_1.csv`, `…_part_2.csv`, …, each with the header.
+pub const MAX_CSV_ROWS: usize = 1_000_000;
+
+/// CSV text of some rows, and where each row's text ends (to cut it between rows).
+pub(crate) struct Rendered {
+    text: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+/// Where rendered rows are written.
+pub(crate) trait RowSink {
+    /// Writes `rows` after those written before.
+    fn write_rows(&mut self, rows: &Rendered) -> std::io::Result<()>;
+}
+
+/// One stream of rows, however many (the header is the caller's).
+pub(crate) struct Whole<'w, W: Write>(pub(crate) &'w mut W);
+
+impl<W: Write> RowSink for Whole<'_, W> {
+    fn write_rows(&mut self, rows: &Rendered) -> std::io::Result<()> {
+        self.0.write_all(&rows.text)
+    }
+}
+
+/// Files of at most `max_rows` rows each, each starting with the header, as msprobe cuts a
+/// long table ([`MAX_CSV_ROWS`]).
+pub(crate) struct CutFiles<'p> {
+    parts: &'p mut Parts,
+    header: Vec<u8>,
+    max_rows: usize,
+    in_file: usize,
+}
+
+impl<'p> CutFiles<'p> {
+    /// Starts the first file with `header` (a table with no rows is that file alone).
+    pub(crate) fn new(parts: &'p mut Parts, header: Vec<u8>, max_rows: usize) -> std::io::Result<Self> {
+        parts.current()?.write_all(&header)?;
+        Ok(CutFiles { parts, header, max_rows: max_rows.max(1), in_file: 0 })
+    }
+}
+
+impl RowSink for CutFiles<'_> {
+    fn write_rows(&mut self, rows: &Rendered) -> std::io::Result<()> {
+        let (mut row, mut byte) = (0, 0);
+        while row < rows.ends.len() {
+            if self.in_file == self.max_rows {
+                self.parts.next_file()?.write_all(&self.header)?;
+                self.in_file = 0;
+            }
+            let take = (self.max_rows - self.in_file).min(rows.ends.len() - row);
+            let end = rows.ends[row + take - 1];
+            self.parts.current()?.write_all(&rows.text[byte..end])?;
+            (row, byte) = (row + take, end);
+            self.in_file += take;
+        }
+        Ok(())
+    }
+}
 
 /// Appends one field, quoted where it holds a separator, a quote or a line end.
 fn push_field(out: &mut Vec<u8>, field: &[u8]) {
@@ -43,18 +105,18 @@ pub(crate) fn push_record<'a>(out: &mut Vec<u8>, fields: impl IntoIterator<Item 
     out.push(b'\n');
 }
 
-/// Writes `rows` as CSV records. Tables of several pieces are rendered on every core, piece
+/// Writes `rows` as CSV records to `out`. Tables of several pieces are rendered on every core, piece
 /// `i` by thread `i % threads`, and written in order as they come, so the writes overlap the
 /// rendering; each thread renders at most one piece ahead of the writer, so memory holds a few
 /// pieces rather than the whole text.
-pub(crate) fn write_rows(rows: &Rows, out: &mut impl Write) -> std::io::Result<()> {
+pub(crate) fn write_rows(rows: &Rows, out: &mut impl RowSink) -> std::io::Result<()> {
     let pieces = rows.len().div_ceil(PIECE_ROWS);
     let threads = cores().min(pieces);
     if threads <= 1 {
-        return (0..pieces).try_for_each(|piece| out.write_all(&render_piece(rows, piece)));
+        return (0..pieces).try_for_each(|piece| out.write_rows(&render_piece(rows, piece)));
     }
     std::thread::scope(|scope| {
-        let rendered: Vec<Receiver<Vec<u8>>> = (0..threads)
+        let rendered: Vec<Receiver<Rendered>> = (0..threads)
             .map(|first| {
                 let (tx, rx) = sync_channel(1);
                 // A failed send means the writer stopped (its receivers are dropped): stop too.
@@ -66,30 +128,32 @@ pub(crate) fn write_rows(rows: &Rows, out: &mut impl Write) -> std::io::Result<(
             let text = rendered[piece % threads]
                 .recv()
                 .map_err(|_| std::io::Error::other("a thread rendering CSV rows stopped"))?;
-            out.write_all(&text)?;
+            out.write_rows(&text)?;
         }
         Ok(())
     })
 }
 
 /// The CSV text of rows `piece * PIECE_ROWS ..`, at most `PIECE_ROWS` of them.
-fn render_piece(rows: &Rows, piece: usize) -> Vec<u8> {
+fn render_piece(rows: &Rows, piece: usize) -> Rendered {
     render_range(rows, piece * PIECE_ROWS..rows.len().min((piece + 1) * PIECE_ROWS))
 }
 
 /// The CSV text of every row of `rows`.
-pub(crate) fn render_rows(rows: &Rows) -> Vec<u8> {
+pub(crate) fn render_rows(rows: &Rows) -> Rendered {
     render_range(rows, 0..rows.len())
 }
 
-fn render_range(rows: &Rows, range: std::ops::Range<usize>) -> Vec<u8> {
+fn render_range(rows: &Rows, range: std::ops::Range<usize>) -> Rendered {
     // The cells' text, a separator per cell and room for some quotes.
     let cells = range.len() * rows.width();
     let mut text = Vec::with_capacity(rows.text_len_of(range.clone()) + cells + cells / 4);
+    let mut ends = Vec::with_capacity(range.len());
     for row in range.filter_map(|i| rows.row(i)) {
         push_row(&mut text, row);
+        ends.push(text.len());
     }
-    text
+    Rendered { text, ends }
 }
 
 /// Appends one row as [`push_record`] does. The row's text is searched for the bytes that make
@@ -143,7 +207,7 @@ mod tests {
             push_record(&mut expected, row.iter().map(str::as_bytes));
         }
         let mut written = Vec::new();
-        write_rows(&rows, &mut written).unwrap();
+        write_rows(&rows, &mut Whole(&mut written)).unwrap();
         assert_eq!(written, expected);
         assert!(String::from_utf8(written).unwrap().ends_with(&format!(
             "r{},\"[{}, \"\"x\"\"]\"\n",
@@ -161,7 +225,7 @@ mod tests {
             for row in &rows {
                 push_record(&mut expected, row.iter().map(str::as_bytes));
             }
-            assert_eq!(String::from_utf8(render_rows(&rows)), String::from_utf8(expected), "width {width}");
+            assert_eq!(String::from_utf8(render_rows(&rows).text), String::from_utf8(expected), "width {width}");
         }
     }
 
@@ -177,7 +241,51 @@ mod tests {
             }
         }
         let rows = Rows::from_cells(1, (0..4 * PIECE_ROWS).map(|i| i.to_string()));
-        let err = write_rows(&rows, &mut Full).unwrap_err();
+        let err = write_rows(&rows, &mut Whole(&mut Full)).unwrap_err();
         assert_eq!(err.to_string(), "disk full");
+    }
+
+    #[test]
+    fn long_tables_are_cut_into_files_with_the_header_each() {
+        use probelake_format::output_tree::OutputTree;
+        // Pieces of PIECE_ROWS rows cross the cuts; cells with line ends cannot be cut by line.
+        let count = 2 * PIECE_ROWS + 7;
+        let cells: Vec<String> = (0..count).map(|i| format!("r{i}\n\"q\"")).collect();
+        let rows = Rows::from_cells(1, &cells);
+        let header = b"Name\n".to_vec();
+        for max_rows in [1000, PIECE_ROWS, count, count + 1] {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut tree = OutputTree::new(tmp.path(), false);
+            let files = tree
+                .write_parts(
+                    |n, i| format!("t_{n}_{i}.csv").into(),
+                    |parts| write_rows(&rows, &mut CutFiles::new(parts, header.clone(), max_rows)?),
+                )
+                .unwrap();
+            assert_eq!(files.len(), count.div_ceil(max_rows), "{max_rows} rows a file");
+            let mut body = Vec::new();
+            for (i, file) in files.iter().enumerate() {
+                let text = std::fs::read(file).unwrap();
+                assert!(text.starts_with(&header), "{}", file.display());
+                let rows_in = count.min((i + 1) * max_rows) - i * max_rows;
+                let starts = text.windows(2).filter(|w| w == b"\"r").count();
+                assert_eq!(starts, rows_in, "{}", file.display());
+                body.extend_from_slice(&text[header.len()..]);
+            }
+            assert_eq!(body, render_rows(&rows).text, "{max_rows} rows a file");
+            tree.finish();
+        }
+        // No rows: one file, the header alone.
+        let tmp = tempfile::tempdir().unwrap();
+        let mut tree = OutputTree::new(tmp.path(), false);
+        let empty = Rows::from_cells(1, Vec::<String>::new());
+        let files = tree
+            .write_parts(
+                |_, _| "t.csv".into(),
+                |parts| write_rows(&empty, &mut CutFiles::new(parts, header.clone(), 2)?),
+            )
+            .unwrap();
+        assert_eq!(std::fs::read(&files[0]).unwrap(), header);
+        tree.finish();
     }
 }

@@ -87,6 +87,18 @@ pub fn result_file_name(
     }
 }
 
+/// The name of CSV file `i` of `count` whose whole name is `rel`: `rel` itself for one file,
+/// else msprobe's `…_part_{i + 1}.csv`.
+fn csv_part_name(rel: &Path) -> impl Fn(usize, usize) -> PathBuf + '_ {
+    move |count, i| {
+        if count == 1 {
+            return rel.to_path_buf();
+        }
+        let stem = rel.file_stem().map(|s| s.to_string_lossy()).unwrap_or_default();
+        rel.with_file_name(format!("{stem}_part_{}.csv", i + 1))
+    }
+}
+
 /// Whether the pairs span several of the target's (step, stage): then each result goes into
 /// `step{N}/{stage}/`. msprobe writes one flat file per rank of a step folder; folders are
 /// only needed to keep steps or stages apart.
@@ -197,7 +209,7 @@ impl ResultFiles {
         // A failure to build the rows is the comparison's, not the file's: kept aside to be
         // reported as such.
         let mut failed = None;
-        let written = self.tree.write_with(&rel, |file| match planned.write_csv(file) {
+        let written = self.tree.write_parts(csv_part_name(&rel), |parts| match planned.write_csv_files(parts) {
             Ok(counts) => {
                 self.errors += counts.errors;
                 Ok(())
@@ -212,11 +224,11 @@ impl ResultFiles {
         if let Some(e) = failed {
             return Err(ResultError::Compare(Box::new(e)));
         }
-        written.map_err(|e| ResultError::Write {
+        let written = written.map_err(|e| ResultError::Write {
             path: self.output.join(&rel),
             source: Box::new(CompareError::Format(e)),
         })?;
-        self.written.push(self.output.join(rel));
+        self.written.extend(written);
         Ok(())
     }
 
@@ -232,9 +244,13 @@ impl ResultFiles {
         let failed = |source| ResultError::Write { path: path.clone(), source: Box::new(source) };
         let bytes = match self.format {
             ResultFormat::Csv => {
-                let mut bytes = Vec::new();
-                result.write_csv(&mut bytes).map_err(|e| failed(CompareError::Write(e)))?;
-                bytes
+                let written = self
+                    .tree
+                    .write_parts(csv_part_name(&rel), |parts| result.write_csv_files(parts))
+                    .map_err(|e| failed(CompareError::Format(e)))?;
+                self.errors += result.rows_with_result("error");
+                self.written.extend(written);
+                return Ok(());
             }
             ResultFormat::Xlsx => {
                 crate::write::xlsx::write_table(&result.header, &result.rows, result.mode).map_err(failed)?
@@ -364,5 +380,14 @@ mod tests {
             "compare_result_proc6420_1.xlsx"
         );
         assert_eq!(result_file_name(&proc, &[], Naming::Unit, "1", ResultFormat::Parquet), "compare_result_1.parquet");
+    }
+
+    #[test]
+    fn long_csv_tables_are_named_as_msprobe_names_their_parts() {
+        let rel = Path::new("step1/actor/compare_result_rank0_20261127010203.csv");
+        let name = csv_part_name(rel);
+        assert_eq!(name(1, 0), rel);
+        assert_eq!(name(3, 0), Path::new("step1/actor/compare_result_rank0_20261127010203_part_1.csv"));
+        assert_eq!(name(3, 2), Path::new("step1/actor/compare_result_rank0_20261127010203_part_3.csv"));
     }
 }
