@@ -524,7 +524,7 @@ mod tests {
 
     #[test]
     fn units_with_long_stages_parse_back_wherever_the_cut_falls() {
-        // The cut falls inside a 4-byte character at some length for each of these.
+        // For each of these, some prefixes of x put the cut inside a multi-byte character.
         for stage in [
             "::\u{80}\u{80}\u{80}\u{80}\u{80}\u{800}\u{10000}\u{10000}\u{10000}\u{10000}\u{10000}\u{10000}\u{10000}",
             &"é".repeat(60),
