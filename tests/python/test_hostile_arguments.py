@@ -166,9 +166,9 @@ def lake(tmp_path):
 
 @pytest.fixture
 def small_lake(tmp_path):
-    """A dataset for each example that stays small: most keys that work add a unit, and over a
-    long run one dataset would grow to thousands, each example listing them all. This one moves
-    to a fresh dataset every 50 examples."""
+    """Gives each example a dataset that stays small, a fresh one every 50 examples: most keys
+    that work add a unit, and over a long run one dataset would grow to thousands of units,
+    each example listing them all."""
     made = {"lake": None, "uses": 0, "count": 0}
 
     def get():
