@@ -263,11 +263,6 @@ impl Parts {
         self.current()
     }
 
-    /// How many files were started.
-    pub fn count(&self) -> usize {
-        self.files.len()
-    }
-
     fn remove(&mut self) {
         for (tmp, _) in self.files.drain(..) {
             let _ = std::fs::remove_file(tmp);
