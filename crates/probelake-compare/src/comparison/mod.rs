@@ -56,19 +56,14 @@ impl UnitComparison {
     /// Writes the table as `msprobe compare` writes its CSV (pandas `to_csv(index=False)`).
     /// A large table is rendered on every core while earlier rows are written.
     pub fn write_csv(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        // One write for the header: `out` is often a plain file, where each field and comma
-        // would be a system call of its own.
-        out.write_all(&planned::csv_header(&self.header))?;
+        out.write_all(&csv::header_line(&self.header))?;
         csv::write_rows(&self.rows, &mut csv::Whole(out))
     }
 
     /// Writes the table as [`write_csv`](Self::write_csv) does, into files of at most
     /// [`csv::MAX_CSV_ROWS`] rows each, as msprobe cuts a long table.
     pub(crate) fn write_csv_files(&self, parts: &mut Parts) -> std::io::Result<()> {
-        csv::write_rows(
-            &self.rows,
-            &mut csv::CutFiles::new(parts, planned::csv_header(&self.header), csv::MAX_CSV_ROWS)?,
-        )
+        csv::write_rows(&self.rows, &mut csv::CutFiles::as_msprobe(parts, &self.header)?)
     }
 
     /// The rows whose `Result` is `verdict` (`pass`, `warning`, `error`, …).

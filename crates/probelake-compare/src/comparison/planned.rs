@@ -17,13 +17,6 @@ use crate::table::csv;
 use probelake_format::output_tree::Parts;
 use probelake_msprobe::Origin;
 
-/// The CSV header line of `header`.
-pub(crate) fn csv_header(header: &[String]) -> Vec<u8> {
-    let mut line = Vec::with_capacity(1024);
-    csv::push_record(&mut line, header.iter().map(String::as_bytes));
-    line
-}
-
 /// A compared unit pair before its rows are built: what [`Comparison::plan_unit`] returns.
 ///
 /// [`write_csv`](Self::write_csv) builds the rows a few thousand at a time and writes each
@@ -118,15 +111,14 @@ impl PlannedUnit {
     /// to `out`, however many: cut as msprobe cuts a long table with
     /// [`ResultFiles`](crate::ResultFiles).
     pub fn write_csv(&self, out: &mut impl Write) -> Result<TableCounts, CompareError> {
-        out.write_all(&csv_header(&self.header))?;
+        out.write_all(&csv::header_line(&self.header))?;
         self.write_rows(&mut csv::Whole(out))
     }
 
     /// Writes the table as [`write_csv`](Self::write_csv) does, into files of at most
     /// [`csv::MAX_CSV_ROWS`] rows each.
     pub(crate) fn write_csv_files(&self, parts: &mut Parts) -> Result<TableCounts, CompareError> {
-        let mut files = csv::CutFiles::new(parts, csv_header(&self.header), csv::MAX_CSV_ROWS)?;
-        self.write_rows(&mut files)
+        self.write_rows(&mut csv::CutFiles::as_msprobe(parts, &self.header)?)
     }
 
     fn write_rows(&self, out: &mut impl csv::RowSink) -> Result<TableCounts, CompareError> {

@@ -52,6 +52,11 @@ impl<'p> CutFiles<'p> {
         parts.current()?.write_all(&header)?;
         Ok(CutFiles { parts, header, max_rows: max_rows.max(1), in_file: 0 })
     }
+
+    /// The files of a table with columns `header`, cut every [`MAX_CSV_ROWS`] rows.
+    pub(crate) fn as_msprobe(parts: &'p mut Parts, header: &[String]) -> std::io::Result<Self> {
+        Self::new(parts, header_line(header), MAX_CSV_ROWS)
+    }
 }
 
 impl RowSink for CutFiles<'_> {
@@ -103,6 +108,14 @@ pub(crate) fn push_record<'a>(out: &mut Vec<u8>, fields: impl IntoIterator<Item 
         push_field(out, field);
     }
     out.push(b'\n');
+}
+
+/// The header record of a table with columns `header`, in one buffer: written to a plain file
+/// field by field, each field and comma would be a system call of its own.
+pub(crate) fn header_line(header: &[String]) -> Vec<u8> {
+    let mut line = Vec::with_capacity(1024);
+    push_record(&mut line, header.iter().map(String::as_bytes));
+    line
 }
 
 /// Writes `rows` as CSV records to `out`. Tables of several pieces are rendered on every core, piece

@@ -242,24 +242,20 @@ impl ResultFiles {
         let rel = self.relative_path(&result.unit, target_files, naming);
         let path = self.output.join(&rel);
         let failed = |source| ResultError::Write { path: path.clone(), source: Box::new(source) };
-        let bytes = match self.format {
-            ResultFormat::Csv => {
-                let written = self
-                    .tree
-                    .write_parts(csv_part_name(&rel), |parts| result.write_csv_files(parts))
-                    .map_err(|e| failed(CompareError::Format(e)))?;
-                self.errors += result.rows_with_result("error");
-                self.written.extend(written);
-                return Ok(());
+        let written = match self.format {
+            ResultFormat::Csv => self.tree.write_parts(csv_part_name(&rel), |parts| result.write_csv_files(parts)),
+            ResultFormat::Xlsx | ResultFormat::Parquet => {
+                let bytes = match self.format {
+                    ResultFormat::Xlsx => crate::write::xlsx::write_table(&result.header, &result.rows, result.mode),
+                    _ => parquet_bytes(result),
+                }
+                .map_err(failed)?;
+                self.tree.write(&rel, &bytes).map(|()| vec![path.clone()])
             }
-            ResultFormat::Xlsx => {
-                crate::write::xlsx::write_table(&result.header, &result.rows, result.mode).map_err(failed)?
-            }
-            ResultFormat::Parquet => parquet_bytes(result).map_err(failed)?,
-        };
-        self.tree.write(&rel, &bytes).map_err(|e| failed(CompareError::Format(e)))?;
+        }
+        .map_err(|e| failed(CompareError::Format(e)))?;
         self.errors += result.rows_with_result("error");
-        self.written.push(path);
+        self.written.extend(written);
         Ok(())
     }
 
